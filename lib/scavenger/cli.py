@@ -1,0 +1,148 @@
+"""``scavenger`` command line: one subcommand per job; ``spark-submit jobs/<name>.py`` runs the same code.
+
+Exit codes: 0 ok, 1 internal error, 2 bad arguments or config, 3 a data check failed.
+A wrong path or malformed flag gives one clear line on stderr, never a Java stack trace
+(set ``SCAVENGER_DEBUG=1`` for the full traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+
+from . import errors
+from .commands import COMMAND_MODULES
+from .result import RunResult
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting, so the job reports exit 2 uniformly."""
+
+    def error(self, message):  # noqa: D401
+        raise errors.UsageError(f"{self.prog}: {message}")
+
+
+@dataclass
+class JobContext:
+    args: argparse.Namespace
+    result: RunResult
+    _spark: object = field(default=None, repr=False)
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from .session import get_spark, parse_conf_pairs
+
+            conf = parse_conf_pairs(getattr(self.args, "conf", None))
+            self._spark = get_spark(app_name=f"scavenger-{self.result.job}",
+                                    master=getattr(self.args, "master", None), conf=conf)
+        return self._spark
+
+
+def _load_commands():
+    modules = []
+    for name in COMMAND_MODULES:
+        try:
+            modules.append(importlib.import_module(f"scavenger.commands.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"scavenger.commands.{name}":
+                raise
+    return modules
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("spark")
+    group.add_argument("--master", default=None,
+                       help="Spark master URL (default: whatever spark-submit/defaults say, else local[*])")
+    group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra Spark configuration; repeatable; wins over built-in defaults")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="scavenger", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for module in _load_commands():
+        p = sub.add_parser(module.NAME.replace("_", "-"), help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        add_spark_arguments(p)
+        p.add_argument("--run-id", default=None, help="id recorded in result.json and quarantine rows")
+        p.set_defaults(_module=module)
+    return parser
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = os.environ.get("SCAVENGER_DEBUG") == "1"
+    try:
+        parser = build_parser()
+        if not argv or argv[0] in ("-h", "--help"):
+            parser.print_help()
+            return errors.EXIT_OK if argv else errors.EXIT_USAGE
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help of a subcommand
+            return int(exc.code or 0)
+    except errors.ScavengerError as exc:
+        print(f"scavenger: error: {_one_line(exc)}", file=sys.stderr)
+        return exc.exit_code
+
+    module = args._module
+    result = RunResult(job=module.NAME)
+    if args.run_id:
+        result.run_id = args.run_id
+    ctx = JobContext(args=args, result=result)
+    out = getattr(args, "out", None)
+    code = errors.EXIT_OK
+    try:
+        with result.timed("total"):
+            module.run(args, ctx)
+        result.status = "ok"
+    except errors.ScavengerError as exc:
+        code = exc.exit_code
+        result.status = "data_check_failed" if code == errors.EXIT_DATA_CHECK else "bad_arguments"
+        result.message = str(exc)
+        verdicts = getattr(exc, "verdicts", None)
+        if verdicts:
+            result.verdicts = verdicts
+        print(f"scavenger {module.NAME}: error: {exc}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+    except KeyboardInterrupt:
+        code = errors.EXIT_INTERNAL
+        result.status = "interrupted"
+        print(f"scavenger {module.NAME}: interrupted", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - the job boundary
+        code = errors.EXIT_INTERNAL
+        result.status = "internal_error"
+        result.message = f"{type(exc).__name__}: {_one_line(exc)}"
+        print(f"scavenger {module.NAME}: internal error: {result.message}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        else:
+            print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
+    result.exit_code = code
+    if out:
+        try:
+            result.write(out)
+        except OSError as exc:
+            print(f"scavenger {module.NAME}: cannot write result.json to {out}: {exc}", file=sys.stderr)
+            code = code or errors.EXIT_INTERNAL
+    return code
+
+
+def run_job(name: str, argv: list[str]) -> int:
+    """Entry used by ``jobs/<name>.py`` under spark-submit."""
+    return main([name, *argv])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""The data contracts of ``schemas/``: impression logs and target-policy decisions.
+
+The JSON files in ``schemas/`` are the single source of truth for column names and types; this module reads
+them and offers readers/writers that accept either a path (Parquet partitioned by ``dt``) or a catalog table
+name, conform the data to the contract's column order and types, and write per-``dt`` partitions idempotently.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import ContractError, UsageError
+
+LOGS = "impression_log"
+DECISIONS = "decisions"
+
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
+
+
+def schema_dir() -> Path:
+    """Where the contracts live: ``$SCAVENGER_SCHEMA_DIR`` or the repository's ``schemas/``."""
+    env = os.environ.get("SCAVENGER_SCHEMA_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "schemas"
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    spec: dict
+
+    @property
+    def partition_column(self) -> str:
+        return self.spec["partition_column"]
+
+    @property
+    def unique_key(self) -> list[str]:
+        return list(self.spec.get("unique_key", []))
+
+    @property
+    def fields(self) -> list[dict]:
+        return self.spec["schema"]["fields"]
+
+    @property
+    def columns(self) -> list[str]:
+        return [f["name"] for f in self.fields]
+
+    @property
+    def required_columns(self) -> list[str]:
+        return [f["name"] for f in self.fields if not f.get("metadata", {}).get("optional")]
+
+    @property
+    def data_columns(self) -> list[str]:
+        """Columns other than the partition column."""
+        return [c for c in self.columns if c != self.partition_column]
+
+    def struct_type(self):
+        """The contract as a pyspark StructType (nullability as declared)."""
+        from pyspark.sql.types import StructType
+
+        return StructType.fromJson(self.spec["schema"])
+
+    def field_type(self, name: str):
+        return self.struct_type()[name].dataType
+
+
+@lru_cache(maxsize=None)
+def load_contract(name: str) -> Contract:
+    path = schema_dir() / f"{name}.schema.json"
+    if not path.exists():
+        raise UsageError(f"contract {name!r} not found at {path}")
+    with open(path) as fh:
+        return Contract(name=name, spec=json.load(fh))
+
+
+def is_table_name(source: str) -> bool:
+    """A catalog table name (``t``, ``db.t``, ``cat.db.t``) rather than a path."""
+    return bool(_TABLE_NAME.match(source)) and not os.path.exists(source)
+
+
+def _check_path(source: str) -> None:
+    if "://" in source:
+        return  # remote filesystem: let Spark resolve it
+    if not os.path.exists(source):
+        raise UsageError(f"no such path: {source}")
+
+
+def parse_date(value: str | _dt.date | None, flag: str = "date") -> _dt.date | None:
+    if value is None or isinstance(value, _dt.date):
+        return value
+    try:
+        return _dt.date.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"{flag} expects a date YYYY-MM-DD, got {value!r}") from None
+
+
+def read_source(spark, source: str):
+    """Read a path (Parquet dataset partitioned by dt) or a catalog table, unconformed."""
+    from pyspark.errors import AnalysisException
+
+    if is_table_name(source):
+        try:
+            return spark.table(source)
+        except AnalysisException:
+            raise UsageError(f"no such table or path: {source}") from None
+    _check_path(source)
+    try:
+        return spark.read.option("basePath", source).parquet(source)
+    except AnalysisException as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot read {source}: {first}") from None
+
+
+def conform(df, contract: Contract):
+    """Select the contract's columns in order, cast to the contract's types; optional columns default to null.
+
+    A missing required column raises ContractError (exit 3) naming it.
+    """
+    from pyspark.sql import functions as F
+
+    present = set(df.columns)
+    missing = [c for c in contract.required_columns if c not in present]
+    if missing:
+        raise ContractError(f"{contract.name}: missing column(s) {', '.join(missing)}; "
+                            f"the contract is in {schema_dir() / (contract.name + '.schema.json')}")
+    struct = contract.struct_type()
+    selected = []
+    for field in struct.fields:
+        target = nullable_type(field.dataType)
+        if field.name in present:
+            selected.append(F.col(field.name).cast(target).alias(field.name))
+        else:
+            selected.append(F.lit(None).cast(target).alias(field.name))
+    return df.select(*selected)
+
+
+def nullable_type(data_type):
+    """The same type with every nested field nullable: Spark cannot cast to NOT NULL nested fields, and
+    non-null rules are enforced by validation (quarantine), not by casts."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, nullable_type(f.dataType), True, f.metadata)
+                           for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(nullable_type(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(data_type.keyType, nullable_type(data_type.valueType), True)
+    return data_type
+
+
+def filter_window(df, date_from=None, date_to=None, column: str = "dt"):
+    """Keep partitions with date_from <= dt <= date_to (either bound optional); prunes partitions."""
+    from pyspark.sql import functions as F
+
+    date_from = parse_date(date_from, "--from")
+    date_to = parse_date(date_to, "--to")
+    if date_from and date_to and date_from > date_to:
+        raise UsageError(f"--from {date_from} is after --to {date_to}")
+    condition = None
+    if date_from is not None:
+        condition = F.col(column) >= F.lit(date_from)
+    if date_to is not None:
+        upper = F.col(column) <= F.lit(date_to)
+        condition = upper if condition is None else condition & upper
+    return df if condition is None else df.where(condition)
+
+
+def read_logs(spark, source: str, date_from=None, date_to=None):
+    """Impression logs (path or table) conformed to ``schemas/impression_log.schema.json``, dt-window filtered."""
+    contract = load_contract(LOGS)
+    raw = filter_window(read_source(spark, source), date_from, date_to)
+    return conform(raw, contract)
+
+
+def read_decisions(spark, source: str, date_from=None, date_to=None, policies: list[str] | None = None):
+    """Target-policy decisions conformed to ``schemas/decisions.schema.json``; optionally only some policies."""
+    from pyspark.sql import functions as F
+
+    contract = load_contract(DECISIONS)
+    raw = filter_window(read_source(spark, source), date_from, date_to)
+    df = conform(raw, contract)
+    if policies:
+        df = df.where(F.col("policy_id").isin(list(policies)))
+    return df
+
+
+def write_partitioned(df, path: str, partition_column: str = "dt", mode: str = "overwrite") -> None:
+    """Write Parquet partitioned by ``dt``; with ``overwrite`` only the dt partitions present in ``df`` are
+    replaced (dynamic partition overwrite), so re-running a day replaces that day and nothing else."""
+    (df.write.mode(mode)
+       .option("partitionOverwriteMode", "dynamic")
+       .partitionBy(partition_column)
+       .parquet(path))
+
+
+def empty_frame(spark, name: str):
+    """An empty DataFrame with the contract's schema (for tests and edge cases)."""
+    return spark.createDataFrame([], load_contract(name).struct_type())

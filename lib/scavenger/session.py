@@ -1,0 +1,92 @@
+"""The SparkSession every job and notebook helper uses.
+
+Embedded ``local[*]`` is the default only because spark-submit (and PySpark's own launcher) default to it:
+this module never sets a master unless the caller passes one explicitly (``--master``). Settings given by
+spark-submit, ``spark-defaults.conf`` or ``--conf`` always win over the defaults below.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+# Defaults applied only when nobody set the key (spark-submit --conf, spark-defaults.conf, --conf flag).
+DEFAULT_SQL_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.sql.parquet.compression.codec": "zstd",
+}
+
+_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
+
+
+def get_spark(app_name: str = "scavenger", master: str | None = None,
+              conf: Mapping[str, str] | None = None, quiet: bool = True):
+    """Return the active SparkSession or build one.
+
+    ``master`` and ``conf`` are explicit user choices and override everything; otherwise the session takes
+    what spark-submit or the environment configured and falls back to ``DEFAULT_SQL_CONF``.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None and not conf:
+        _apply_defaults(active)
+        return active
+
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    if quiet and "PYSPARK_GATEWAY_PORT" not in os.environ and _LOG4J.exists():
+        # A fresh JVM (not under spark-submit): start it with a quiet log4j config unless the user set one.
+        user_opts = (conf or {}).get("spark.driver.extraJavaOptions")
+        if user_opts is None:
+            builder = builder.config("spark.driver.extraJavaOptions",
+                                     f"-Dlog4j2.configurationFile=file:{_LOG4J}")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if quiet:
+        spark.sparkContext.setLogLevel("ERROR")
+        _quiet_python_loggers()
+    _apply_defaults(spark, explicit=set((conf or {}).keys()))
+    return spark
+
+
+def _quiet_python_loggers() -> None:
+    """PySpark 4 logs every analysis error as a JSON blob with a Java stack trace on stderr; the CLI reports
+    errors itself in one line, so raise those loggers to CRITICAL (SCAVENGER_DEBUG=1 keeps them)."""
+    import logging
+
+    if os.environ.get("SCAVENGER_DEBUG") == "1":
+        return
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # pragma: no cover - older pyspark
+        return
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _apply_defaults(spark, explicit: set[str] | None = None) -> None:
+    """Set each default SQL conf unless the user (or spark-submit) already set it."""
+    spark_conf = spark.sparkContext.getConf()
+    for key, value in DEFAULT_SQL_CONF.items():
+        if explicit and key in explicit:
+            continue
+        if spark_conf.contains(key):
+            continue
+        spark.conf.set(key, value)
+
+
+def parse_conf_pairs(pairs: list[str] | None) -> dict[str, str]:
+    """Parse repeated ``--conf key=value`` flags; raise UsageError on a malformed one."""
+    from .errors import UsageError
+
+    result: dict[str, str] = {}
+    for pair in pairs or []:
+        if "=" not in pair or pair.startswith("="):
+            raise UsageError(f"--conf expects key=value, got {pair!r}")
+        key, value = pair.split("=", 1)
+        result[key.strip()] = value.strip()
+    return result
