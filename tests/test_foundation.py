@@ -199,3 +199,16 @@ def test_cli_ingest_obd_end_to_end(obd_dir, tmp_path):
     assert sorted(result["counts"]["by_file"]) == ["bts/all", "bts/men", "bts/women",
                                                    "random/all", "random/men", "random/women"]
     assert len(list((out / "logs").glob("dt=*"))) >= 1
+
+
+def test_uncommitted_staging_is_invisible_and_commit_leaves_no_debris(spark, tmp_path):
+    """A driver killed after writing staging files but before the rename leaves nothing readable behind."""
+    schema = contract.load_contract(contract.LOGS).struct_type()
+    df = spark.createDataFrame(_rows(), schema)
+    path = tmp_path / "logs"
+    written = contract.write_partitioned(df, str(path))
+    assert written == ["2026-01-01", "2026-01-02"]
+    assert sorted(p.name for p in path.iterdir() if not p.name.startswith(".")) == ["dt=2026-01-01", "dt=2026-01-02"]
+    # Simulate a crash midway: a complete-looking partition left in _staging must not be read.
+    df.write.partitionBy("dt").parquet(str(path / "_staging" / "crashed"))
+    assert contract.read_logs(spark, str(path)).count() == 6

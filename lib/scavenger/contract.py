@@ -191,13 +191,55 @@ def read_decisions(spark, source: str, date_from=None, date_to=None, policies: l
     return df
 
 
-def write_partitioned(df, path: str, partition_column: str = "dt", mode: str = "overwrite") -> None:
-    """Write Parquet partitioned by ``dt``; with ``overwrite`` only the dt partitions present in ``df`` are
-    replaced (dynamic partition overwrite), so re-running a day replaces that day and nothing else."""
-    (df.write.mode(mode)
-       .option("partitionOverwriteMode", "dynamic")
-       .partitionBy(partition_column)
-       .parquet(path))
+def write_partitioned(df, path: str, partition_column: str = "dt", mode: str = "overwrite") -> list[str]:
+    """Write Parquet partitioned by ``dt``, committing each partition atomically.
+
+    With ``overwrite`` only the dt partitions present in ``df`` are replaced, so re-running a day replaces that
+    day and nothing else. The data is first written completely to ``<path>/_staging/<uuid>`` (ignored by
+    readers: Spark skips paths starting with ``_``); then each ``dt=...`` directory is swapped in with
+    filesystem renames (Hadoop FileSystem API, so HDFS/S3/local alike). A driver killed midway leaves the
+    previous partitions untouched and no partial partition visible. Returns the partition values written.
+    """
+    import uuid
+
+    spark = df.sparkSession
+    if mode not in ("overwrite", "append"):
+        raise UsageError(f"write mode must be overwrite or append, got {mode!r}")
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    root = hadoop_path(path)
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())
+    token = uuid.uuid4().hex
+    staging = hadoop_path(root, f"_staging/{token}")
+    trash = hadoop_path(root, f"_trash/{token}")
+    df.write.mode("overwrite").partitionBy(partition_column).parquet(staging.toString())
+    fs.mkdirs(root)
+    written = []
+    prefix = f"{partition_column}="
+    for status in fs.listStatus(staging):
+        name = status.getPath().getName()
+        if not status.isDirectory() or not name.startswith(prefix):
+            continue
+        target = hadoop_path(root, name)
+        if mode == "overwrite":
+            if fs.exists(target):
+                fs.mkdirs(trash)
+                if not fs.rename(target, hadoop_path(trash, name)):
+                    raise OSError(f"could not move aside {target.toString()}")
+            if not fs.rename(status.getPath(), target):
+                raise OSError(f"could not commit partition {target.toString()}")
+        else:  # append: move the new files into the (possibly existing) partition
+            fs.mkdirs(target)
+            for part in fs.listStatus(status.getPath()):
+                fs.rename(part.getPath(), hadoop_path(target, f"{token}-{part.getPath().getName()}"))
+        written.append(name[len(prefix):])
+    fs.delete(staging, True)
+    fs.delete(trash, True)
+    for leftover in ("_staging", "_trash"):
+        left = hadoop_path(root, leftover)
+        if fs.exists(left) and len(fs.listStatus(left)) == 0:
+            fs.delete(left, True)
+    return sorted(written)
 
 
 def empty_frame(spark, name: str):

@@ -7,6 +7,7 @@ spark-submit, ``spark-defaults.conf`` or ``--conf`` always win over the defaults
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -34,6 +35,8 @@ def get_spark(app_name: str = "scavenger", master: str | None = None,
         _apply_defaults(active)
         return active
 
+    # Python workers (only simulations use them) run the driver's interpreter unless the user chose one.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
