@@ -1,0 +1,172 @@
+"""Slate estimators from additive moments == plain numpy row-level computations (seed 002; MATH.md Slate OPE)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from scavenger.estimators import slate as S
+
+RTOL = 1e-9
+
+
+def _random_data(seed, n=None, K=None, continuous=False, zeros=True):
+    rng = np.random.default_rng(seed)
+    K = K or int(rng.integers(1, 6))
+    n = n or int(rng.integers(50, 400))
+    Y = rng.gamma(2.0, 1.0, size=(n, K))
+    if zeros:
+        Y *= rng.random((n, K)) < 0.6  # many zero slot weights, as with a deterministic target
+    r = rng.random(n) * 3.0 if continuous else (rng.random(n) < 0.3).astype(float)
+    return r, Y
+
+
+def _se(T):
+    return np.std(T, ddof=1) / np.sqrt(len(T))
+
+
+def _ratio_se(A, B):
+    R = A.sum() / B.sum()
+    return np.sqrt(np.sum((A - R * B) ** 2) / (len(A) - 1) / np.mean(B) ** 2 / len(A))
+
+
+def _check(est, value, se, level=0.95):
+    z = norm.ppf(0.5 + level / 2)
+    np.testing.assert_allclose(est.value, value, rtol=RTOL, atol=1e-12)
+    np.testing.assert_allclose(est.std_error, se, rtol=RTOL)
+    np.testing.assert_allclose(est.ci_low, value - z * se, rtol=RTOL, atol=1e-12)
+    np.testing.assert_allclose(est.ci_high, value + z * se, rtol=RTOL, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("continuous", [False, True])
+def test_estimators_equal_numpy(seed, continuous):
+    r, Y = _random_data(seed, continuous=continuous)
+    n, K = Y.shape
+    m = S.SlateMoments.from_arrays(r, Y)
+    W = Y.prod(1)
+    G = 1 - K + Y.sum(1)
+
+    _check(S.ips(m), np.mean(r * W), _se(r * W))
+    _check(S.snips(m), (r * W).sum() / W.sum(), _ratio_se(r * W, W))
+    _check(S.pi(m), np.mean(r * G), _se(r * G))
+    _check(S.wpi(m), (r * G).sum() / G.sum(), _ratio_se(r * G, G))
+
+    # PI++ with the logged mean reward as prior and estimated alpha
+    alpha = np.mean(Y ** 2, axis=0) - 1
+    used = alpha > 0
+    H = used.sum() / np.sum(1 / alpha[used])
+    P = r.mean()
+    w = np.where(used, P * (1 - H / np.where(used, alpha, 1)), 0.0)
+    T = r * G - Y @ w
+    est = S.pi_plus_plus(m)
+    _check(est, T.mean(), _se(T))
+    assert est.extra["prior_source"] == "logged_mean_reward"
+    np.testing.assert_allclose(est.extra["prior_mean"], P, rtol=RTOL)
+    np.testing.assert_allclose(est.extra["H"], H, rtol=RTOL)
+    np.testing.assert_allclose(est.extra["M"], alpha[used].mean(), rtol=RTOL)
+
+    # PI++ with a given prior and given exact alpha, one slot with alpha = 0 left out
+    alpha_g = np.linspace(0.5, 7.0, K)
+    alpha_g[0] = 0.0
+    usedg = alpha_g > 0
+    Hg = usedg.sum() / np.sum(1 / alpha_g[usedg]) if usedg.any() else np.nan
+    wg = np.where(usedg, 0.2 * (1 - Hg / np.where(usedg, alpha_g, 1)), 0.0)
+    Tg = r * G - Y @ wg
+    est = S.pi_plus_plus(m, prior_mean=0.2, alpha=alpha_g)
+    _check(est, Tg.mean(), _se(Tg))
+    assert est.extra["prior_source"] == "given" and est.extra["slots_used"] == K - 1
+
+    # data-driven beta
+    Z = Y - 1
+    beta = (r * G) @ Z / np.sum(Z ** 2, axis=0)
+    Tb = r * G - Z @ beta
+    est = S.pi_beta(m)
+    np.testing.assert_allclose(est.extra["beta"], beta, rtol=RTOL)
+    _check(est, Tb.mean(), _se(Tb))
+
+    # level parameter
+    _check(S.pi(m, level=0.8), np.mean(r * G), _se(r * G), level=0.8)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_diagnostics_equal_numpy(seed):
+    r, Y = _random_data(100 + seed, K=4)
+    n, K = Y.shape
+    m = S.SlateMoments.from_arrays(r, Y)
+    W = Y.prod(1)
+    G = 1 - K + Y.sum(1)
+    d = S.diagnostics(m, prior_mean=0.1)
+    alpha = np.mean(Y ** 2, 0) - 1
+    used = alpha > 0
+    M, H = alpha[used].mean(), used.sum() / np.sum(1 / alpha[used])
+    np.testing.assert_allclose(d["alpha"], alpha, rtol=RTOL)
+    np.testing.assert_allclose([d["M"], d["H"]], [M, H], rtol=RTOL)
+    np.testing.assert_allclose(d["predicted_nmse_reduction"], 0.1 * (2 * r.mean() - 0.1) * used.sum() * (M - H),
+                               rtol=RTOL)
+    np.testing.assert_allclose(d["ess_W"], W.sum() ** 2 / np.sum(W ** 2), rtol=RTOL)
+    np.testing.assert_allclose(d["ess_G"], G.sum() ** 2 / np.sum(G ** 2), rtol=RTOL)
+    np.testing.assert_allclose(d["max_W"], W.max(), rtol=RTOL)
+    np.testing.assert_allclose(d["share_W_nonzero"], np.mean(W > 0), rtol=RTOL)
+    np.testing.assert_allclose(d["share_Y_nonzero"], np.mean(Y > 0, 0), rtol=RTOL)
+    frame = S.diagnostics_frame(m, "p1")
+    assert set(frame.loc[frame["metric"] == "alpha", "slot"]) == {1, 2, 3, 4}
+    np.testing.assert_allclose(frame.loc[frame["metric"] == "alpha", "value"].to_numpy(), alpha, rtol=RTOL)
+
+
+def test_moments_add_and_flat_roundtrip():
+    r, Y = _random_data(7, n=300, K=3, continuous=True)
+    Y[5, 1] = np.nan  # missing propensity
+    m_all = S.SlateMoments.from_arrays(r, Y)
+    m_sum = S.SlateMoments.from_arrays(r[:120], Y[:120]) + S.SlateMoments.from_arrays(r[120:], Y[120:])
+    assert m_all.n == 299 and m_all.n_missing_propensity == 1 and m_sum.n_missing_propensity == 1
+    a, b = m_all.to_flat(), m_sum.to_flat()
+    assert list(a) == S.flat_columns(3)
+    np.testing.assert_allclose([b[k] for k in a], [a[k] for k in a], rtol=RTOL)
+    back = S.SlateMoments.from_flat(a, 3)
+    np.testing.assert_allclose(back.s_rYY, m_all.s_rYY, rtol=RTOL)
+    for e1, e2 in zip(S.all_estimates(m_all), S.all_estimates(back)):
+        np.testing.assert_allclose([e1.value, e1.std_error], [e2.value, e2.std_error], rtol=RTOL)
+    frame = S.estimate_frame(m_all, "pol", prior_mean=0.3)
+    assert list(frame["estimator"]) == list(S.ESTIMATORS)
+    assert (frame["n_events"] == 299).all() and (frame["n_missing_propensity"] == 1).all()
+
+
+def test_equal_slot_sizes_pi_plus_plus_equals_pi():
+    """M = H when all alpha_k are equal, so w_k = 0 and PI++ coincides with PI (seed 002, discussion of eq. 40)."""
+    rng = np.random.default_rng(3)
+    n, K, d = 500, 3, 7
+    A = rng.integers(0, d, size=(n, K))
+    Y = np.where(A == 0, float(d), 0.0)
+    r = (rng.random(n) < 0.25).astype(float)
+    m = S.SlateMoments.from_arrays(r, Y)
+    exact = S.pi_plus_plus(m, prior_mean=0.25, alpha=np.full(K, d - 1.0))
+    base = S.pi(m)
+    assert exact.extra["weights"] == [0.0] * K
+    np.testing.assert_allclose([exact.value, exact.std_error], [base.value, base.std_error], rtol=RTOL)
+
+
+def test_alpha_exact_uniform_deterministic():
+    for d in (2, 10, 800):
+        pi_k = np.zeros(d)
+        pi_k[0] = 1
+        assert S.alpha_exact(pi_k, np.full(d, 1 / d)) == pytest.approx(d - 1, rel=1e-12)
+
+
+def test_moment_terms_reproduce_flat_moments():
+    """Evaluating each (alias, agg, factors) of moment_terms row-wise in numpy gives SlateMoments.to_flat."""
+    r, Y = _random_data(21, n=250, K=3, continuous=True)
+    Y[[3, 17], [0, 2]] = np.nan
+    flat = S.SlateMoments.from_arrays(r, Y).to_flat()
+    ok = np.all(np.isfinite(Y), axis=1)
+    cols = {"1": np.ones(ok.sum()), "r": r[ok], "W": Y[ok].prod(1)}
+    cols.update({f"Y{k + 1}": Y[ok, k] for k in range(3)})
+    terms = S.moment_terms(3)
+    assert [t[0] for t in terms] == S.flat_columns(3)
+    for alias, agg, factors in terms:
+        if alias == "n_missing_propensity":
+            got = float((~ok).sum())
+        else:
+            prod = np.prod([cols[f] for f in factors], axis=0)
+            got = {"sum": prod.sum(), "max": prod.max(), "count_pos": float((prod > 0).sum())}[agg]
+        np.testing.assert_allclose(got, flat[alias], rtol=RTOL, err_msg=alias)
