@@ -1,25 +1,40 @@
 # Two commands on a fresh machine (Java 17 is the only system prerequisite):
 #   make demo   - installs into .venv, generates a week of logs and runs every estimator on the embedded Spark
-#   make test   - installs into .venv and runs the test suite
+#   make test   - installs everything the tests need into .venv (incl. Airflow, ending with one consistent
+#                 pyspark) and runs the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+BASE_STAMP := $(VENV)/.installed-base
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test install clean
+.PHONY: demo test install install-test clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(BASE_STAMP): pyproject.toml
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	$(BIN)/pip install --quiet -e .
+	touch $@
 
-install: $(STAMP)
+# Tests also need Airflow 3 + the Spark provider (whose pyspark-client overwrites pyspark's files: the script
+# reinstalls pyspark last and verifies every file) and, for the report rendering test, Debian's chromium.
+$(TEST_STAMP): pyproject.toml airflow_dags/install_airflow.sh
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) >/dev/null; \
+	  else echo "note: chromium not installed (needs root); the report rendering test will be skipped"; fi; \
+	fi
+	PYTHON=$(PYTHON) bash airflow_dags/install_airflow.sh $(VENV)
+	touch $(BASE_STAMP) $@
 
-demo: $(STAMP)
+install: $(BASE_STAMP)
+
+install-test: $(TEST_STAMP)
+
+demo: $(BASE_STAMP)
 	$(BIN)/scavenger demo --out demo-out
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -134,7 +134,9 @@ def conform(df, contract: Contract):
     for field in struct.fields:
         target = nullable_type(field.dataType)
         if field.name in present:
-            selected.append(F.col(field.name).cast(target).alias(field.name))
+            # try_cast: a value that does not parse becomes null (and is quarantined by the gate with a
+            # reason) instead of failing the job under ANSI mode
+            selected.append(F.col(field.name).try_cast(target).alias(field.name))
         else:
             selected.append(F.lit(None).cast(target).alias(field.name))
     return df.select(*selected)

@@ -1,0 +1,380 @@
+"""Configuration and argument building for the scavenger DAGs: pure Python (no Airflow, no Spark, no I/O at import;
+``read_config_file`` and ``job_exists`` touch the filesystem and are called at run time only).
+
+Where the settings come from (later wins), resolved at RUN time by the DAGs' ``plan`` task, never at parse time:
+  1. ``DEFAULTS`` below (local: embedded Spark, outputs under ``<repo>/airflow-out``);
+  2. a JSON file: the path in the Airflow Variable ``scavenger_config_file`` or in ``$SCAVENGER_AIRFLOW_CONFIG``
+     (see ``airflow_dags/scavenger_config.example.json``);
+  3. the Airflow Variable ``scavenger_config`` (a JSON object with any subset of the keys).
+Every value is checked against strict patterns before it reaches a command line: paths are absolute or URIs,
+tables are ``[catalog.][db.]table`` identifiers, nothing may start with ``-`` (no flag injection), and the job
+arguments are passed to spark-submit as an argv list (never through a shell).
+"""
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import json
+import os
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Kept equal to scavenger.evaluation.ESTIMATORS and scavenger.estimators.adc.METHODS (tests check).
+ESTIMATORS = ("scavenging_slate", "scavenging_base", "factored", "reorder", "slate_ips", "slate_snips", "slate_pi",
+              "slate_wpi", "slate_pi_plus_plus", "slate_pi_beta")
+# estimate: ADCs from the evaluated window's own logs; daily: the table of scavenger_daily's `adc` task for the
+# window's last day ({root}/adc/dt=<to>/adc)
+ADC_SOURCES = ("estimate", "daily")
+ADC_METHODS = ("naive", "uniform", "heuristic", "variance_optimal")
+REPORT_MODES = ("required", "if_available", "off")
+STATS_COMMANDS = ("auto", "stats", "evaluate")
+PRIOR_MEAN_RANGE = (0.0, 1000.0)
+MAX_WINDOW_DAYS = 366
+
+_TABLE = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,2}"
+_PATH = r"/[A-Za-z0-9_./=:+@%,-]*"
+_URI = r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9_./=:+@%,-]+"
+# JSON-schema friendly (no lookarounds): an absolute path, a URI, or a catalog table name.
+SOURCE_PATTERN = rf"^(?:{_PATH}|{_URI}|{_TABLE})$"
+LOCATION_PATTERN = rf"^(?:{_PATH}|{_URI})$"
+NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+SPARK_KEY_PATTERN = r"^spark\.[A-Za-z0-9_.-]+$"
+SPARK_VALUE_PATTERN = r"^[A-Za-z0-9_./=:+@%,\[\]* -]{0,512}$"
+
+DEFAULTS: dict = {
+    # where every task writes: {root}/<job>/dt=<ds>/ (a re-run replaces exactly that directory)
+    "root": str(REPO / "airflow-out"),
+    # the checkout that holds jobs/<name>.py (the spark-submit applications)
+    "repo": str(REPO),
+    # the statistics store shared by all days: {stats_dir}/<table>/dt=<day>/
+    "stats_dir": None,  # None -> {root}/stats-store
+    "logs": str(REPO / "demo-out" / "logs"),
+    # the policy registry: each entry = one decisions dataset (path or table) and optionally which policy ids
+    "registry": [{"name": "demo", "decisions": str(REPO / "demo-out" / "decisions"), "policies": []}],
+    "window_days": 7,
+    # the gate (`scavenger validate` of the day's logs); only these typed options, mapped to its flags
+    "validate": {"great_expectations": True, "checks": None, "max_quarantine_share": None, "cramers_v_max": None,
+                 "reward_max": None},
+    "estimators": [],          # [] -> the job's default set
+    "prior_mean": None,        # None -> the job's default (logged mean reward)
+    "adc_source": "daily",     # daily: evaluate uses this dt's `adc` task output; estimate: its own window
+    "adc_method": None,        # None -> the job's default (variance_optimal)
+    "stats_command": "auto",   # auto: `stats` if that job exists, else `evaluate` over the single day
+    "report": "required",      # required | if_available (skip, with a warning, when the job is absent) | off
+    "spark_conf": {},          # extra --conf for every job, e.g. {"spark.executor.memory": "4g"}
+    "pyspark_python": "",      # "" -> the Python running Airflow (fine for local[*]); set it for a cluster
+    "py_files": "",            # e.g. a zip of lib/ for cluster deploy mode
+}
+
+KEYS = frozenset(DEFAULTS)
+
+
+class ConfigError(ValueError):
+    """A setting or a param that fails validation; the message names the key and what is allowed."""
+
+
+def _check(pattern: str, value, what: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(pattern, value) or "/../" in value + "/" \
+            or value.startswith("-"):
+        raise ConfigError(f"{what}: {value!r} is not allowed (expected a value matching {pattern})")
+    return value
+
+
+def check_source(value, what: str) -> str:
+    """A logs/decisions source: an absolute path, a URI, or a catalog table name [catalog.][db.]table."""
+    return _check(SOURCE_PATTERN, value, what)
+
+
+def check_location(value, what: str) -> str:
+    """An output location: an absolute path or a URI (never a table)."""
+    return _check(LOCATION_PATTERN, value, what)
+
+
+def check_date(value, what: str) -> str:
+    _check(DATE_PATTERN, value, what)
+    try:
+        _dt.date.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"{what}: {value!r} is not a calendar date YYYY-MM-DD") from None
+    return value
+
+
+def check_estimators(values, what: str = "estimators") -> list[str]:
+    if not isinstance(values, (list, tuple)):
+        raise ConfigError(f"{what}: expected a list of estimator names, got {values!r}")
+    bad = [v for v in values if v not in ESTIMATORS]
+    if bad:
+        raise ConfigError(f"{what}: unknown estimator(s) {bad}; choose from {list(ESTIMATORS)}")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"{what}: duplicate estimator in {list(values)}")
+    return list(values)
+
+
+def check_prior_mean(value, what: str = "prior_mean"):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{what}: expected a number or null, got {value!r}")
+    lo, hi = PRIOR_MEAN_RANGE
+    if not (lo <= float(value) <= hi):
+        raise ConfigError(f"{what}: {value} is outside [{lo}, {hi}]")
+    return float(value)
+
+
+def check_enum(value, allowed, what: str):
+    """None or one of ``allowed``."""
+    if value is None:
+        return None
+    if value not in allowed:
+        raise ConfigError(f"{what}: {value!r} is not one of {list(allowed)}")
+    return value
+
+
+def check_adc_source(value, what: str = "adc_source"):
+    return check_enum(value, ADC_SOURCES, what)
+
+
+def validate_config(cfg: dict) -> dict:
+    """Return a checked copy of ``cfg`` (all keys of DEFAULTS present); raise ConfigError naming the bad key."""
+    unknown = sorted(set(cfg) - KEYS)
+    if unknown:
+        raise ConfigError(f"unknown config key(s) {unknown}; allowed: {sorted(KEYS)}")
+    out = copy.deepcopy(cfg)
+    check_location(out["root"], "root")
+    check_location(out["repo"], "repo")
+    if out["stats_dir"] is None:
+        out["stats_dir"] = out["root"].rstrip("/") + "/stats-store"
+    check_location(out["stats_dir"], "stats_dir")
+    check_source(out["logs"], "logs")
+    if not isinstance(out["registry"], list) or not out["registry"]:
+        raise ConfigError("registry: expected a non-empty list of {name, decisions, policies}")
+    names = set()
+    for i, entry in enumerate(out["registry"]):
+        if not isinstance(entry, dict) or set(entry) - {"name", "decisions", "policies"}:
+            raise ConfigError(f"registry[{i}]: expected an object with keys name, decisions, policies")
+        _check(NAME_PATTERN, entry.get("name"), f"registry[{i}].name")
+        if entry["name"] in names:
+            raise ConfigError(f"registry[{i}].name: {entry['name']!r} appears twice")
+        names.add(entry["name"])
+        check_source(entry.get("decisions"), f"registry[{i}].decisions")
+        policies = entry.setdefault("policies", [])
+        if not isinstance(policies, list):
+            raise ConfigError(f"registry[{i}].policies: expected a list of policy ids")
+        for p in policies:
+            _check(NAME_PATTERN, p, f"registry[{i}].policies")
+    out["validate"] = _check_validate_options(out["validate"])
+    wd = out["window_days"]
+    if isinstance(wd, bool) or not isinstance(wd, int) or not 1 <= wd <= MAX_WINDOW_DAYS:
+        raise ConfigError(f"window_days: expected an integer in [1, {MAX_WINDOW_DAYS}], got {wd!r}")
+    out["estimators"] = check_estimators(out["estimators"])
+    out["prior_mean"] = check_prior_mean(out["prior_mean"])
+    out["adc_source"] = check_adc_source(out["adc_source"])
+    out["adc_method"] = check_enum(out["adc_method"], ADC_METHODS, "adc_method")
+    if out["stats_command"] not in STATS_COMMANDS:
+        raise ConfigError(f"stats_command: {out['stats_command']!r} is not one of {list(STATS_COMMANDS)}")
+    if out["report"] not in REPORT_MODES:
+        raise ConfigError(f"report: {out['report']!r} is not one of {list(REPORT_MODES)}")
+    if not isinstance(out["spark_conf"], dict):
+        raise ConfigError("spark_conf: expected an object of spark.* keys to string values")
+    for k, v in out["spark_conf"].items():
+        _check(SPARK_KEY_PATTERN, k, "spark_conf key")
+        _check(SPARK_VALUE_PATTERN, str(v), f"spark_conf[{k}]")
+    if out["pyspark_python"]:
+        _check(f"^{_PATH}$", out["pyspark_python"], "pyspark_python")
+    if out["py_files"]:
+        for f in str(out["py_files"]).split(","):
+            check_location(f, "py_files")
+    return out
+
+
+_VALIDATE_DEFAULTS = DEFAULTS["validate"]
+
+
+def _check_validate_options(opts) -> dict:
+    if not isinstance(opts, dict) or set(opts) - set(_VALIDATE_DEFAULTS):
+        raise ConfigError(f"validate: expected an object with keys {sorted(_VALIDATE_DEFAULTS)}")
+    out = {**_VALIDATE_DEFAULTS, **opts}
+    if not isinstance(out["great_expectations"], bool):
+        raise ConfigError("validate.great_expectations: expected true or false")
+    if out["checks"] is not None:
+        _check(r"^[a-e](?:,[a-e]){0,4}$", out["checks"], "validate.checks")
+    for key in ("max_quarantine_share", "cramers_v_max", "reward_max"):
+        v = out[key]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1e9):
+            raise ConfigError(f"validate.{key}: expected a non-negative number or null, got {v!r}")
+    return out
+
+
+def validate_flags(opts: dict) -> list[str]:
+    """Flags of `scavenger validate` from the typed ``validate`` options."""
+    flags = [] if opts["great_expectations"] else ["--no-great-expectations"]
+    if opts["checks"]:
+        flags += ["--checks", opts["checks"]]
+    for key in ("max_quarantine_share", "cramers_v_max", "reward_max"):
+        if opts[key] is not None:
+            flags += [f"--{key.replace('_', '-')}", repr(float(opts[key]))]
+    return flags
+
+
+def merge_config(file_text: str | None = None, variable_text: str | None = None) -> dict:
+    """DEFAULTS <- JSON file text <- Variable JSON text; validated. Pure: the caller does the reading."""
+    cfg = copy.deepcopy(DEFAULTS)
+    for label, text in (("config file", file_text), ("Variable scavenger_config", variable_text)):
+        if not text:
+            continue
+        try:
+            layer = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{label}: not valid JSON ({exc})") from None
+        if not isinstance(layer, dict):
+            raise ConfigError(f"{label}: expected a JSON object")
+        cfg.update(layer)
+    return validate_config(cfg)
+
+
+# ---- argument lists for the jobs (argv lists; spark-submit gets them verbatim) --------------------------------
+
+def out_dir(cfg: dict, job: str, ds: str) -> str:
+    """The one directory a task owns for a given dt: {root}/<job>/dt=<ds>."""
+    return f"{cfg['root'].rstrip('/')}/{job}/dt={ds}"
+
+
+def window(ds: str, days: int) -> tuple[str, str]:
+    """Trailing window of ``days`` days ending at ``ds`` (inclusive)."""
+    end = _dt.date.fromisoformat(ds)
+    return (end - _dt.timedelta(days=days - 1)).isoformat(), end.isoformat()
+
+
+def application(cfg: dict, job: str) -> str:
+    return f"{cfg['repo'].rstrip('/')}/jobs/{job}.py"
+
+
+def job_exists(cfg: dict, command: str) -> bool:
+    """Whether the checkout has both jobs/<command>.py and the command module (file checks only)."""
+    repo = Path(cfg["repo"])
+    return (repo / "jobs" / f"{command}.py").exists() and \
+        (repo / "lib" / "scavenger" / "commands" / f"{command}.py").exists()
+
+
+def _estimation_flags(cfg: dict, settings: dict, adc_day: str) -> list[str]:
+    """--estimators/--prior-mean/--adc/--adc-method of `scavenger evaluate` from config or params."""
+    args: list[str] = []
+    if settings.get("estimators"):
+        args += ["--estimators", ",".join(settings["estimators"])]
+    if settings.get("prior_mean") is not None:
+        args += ["--prior-mean", repr(float(settings["prior_mean"]))]
+    if settings.get("adc_source") == "daily":
+        args += ["--adc", out_dir(cfg, "adc", adc_day)]
+    elif settings.get("adc_source") == "estimate":
+        args += ["--adc", "estimate"]
+    if settings.get("adc_method"):
+        args += ["--adc-method", settings["adc_method"]]
+    return args
+
+
+def spark_conf(cfg: dict, python: str) -> dict:
+    """--conf for every job: the Python that runs the job (driver and executors) plus the configured extras."""
+    conf = {}
+    py = cfg["pyspark_python"] or python
+    if py:
+        conf["spark.pyspark.python"] = py
+        conf["spark.pyspark.driver.python"] = py
+    conf.update({k: str(v) for k, v in cfg["spark_conf"].items()})
+    return conf
+
+
+def _step(cfg, job, args, python, skip=""):
+    return {"application": application(cfg, job), "application_args": args,
+            "conf": spark_conf(cfg, python), "skip_reason": skip}
+
+
+def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
+    """Every Spark step of ``scavenger_daily`` for one dt: {step: {application, application_args, conf, skip_reason}}.
+
+    ``evaluate`` and ``stats`` are lists (one entry per registry dataset); the others are single steps.
+    """
+    check_date(ds, "ds")
+    logs, stats_dir = cfg["logs"], cfg["stats_dir"]
+    frm, to = window(ds, cfg["window_days"])
+    rid = ["--run-id", run_id] if run_id and re.fullmatch(r"[A-Za-z0-9_.:+-]{1,200}", run_id) else []
+    plan = {
+        "validate": _step(cfg, "validate", ["--logs", logs, "--from", ds, "--to", ds,
+                                            *validate_flags(cfg["validate"]),
+                                            "--out", out_dir(cfg, "validate", ds), *rid], python),
+        "adc": _step(cfg, "adc", ["--logs", logs, "--from", frm, "--to", to, "--stats-dir", stats_dir,
+                                  "--out", out_dir(cfg, "adc", ds), *rid], python),
+    }
+    stats_cmd = cfg["stats_command"]
+    if stats_cmd == "auto":
+        stats_cmd = "stats" if job_exists(cfg, "stats") else "evaluate"
+    stats, evaluate = [], []
+    for entry in cfg["registry"]:
+        pol = ["--policies", ",".join(entry["policies"])] if entry["policies"] else []
+        name = entry["name"]
+        stats.append(_step(cfg, stats_cmd, [
+            "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", ds, "--to", ds,
+            "--stats-dir", stats_dir, "--out", out_dir(cfg, f"stats/{name}", ds), *rid], python))
+        evaluate.append(_step(cfg, "evaluate", [
+            "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", frm, "--to", to,
+            *_estimation_flags(cfg, cfg, ds), "--stats-dir", stats_dir,
+            "--out", out_dir(cfg, f"evaluate/{name}", ds), *rid], python))
+    plan["stats"], plan["evaluate"] = stats, evaluate
+    report_args = ["--root", cfg["root"], "--dt", ds, "--out", out_dir(cfg, "report", ds), *rid]
+    if cfg["report"] == "off":
+        skip = "report is off in the scavenger config (report: off)"
+    elif cfg["report"] == "if_available" and not job_exists(cfg, "report"):
+        skip = ("the `report` job does not exist in this checkout; skipped because the scavenger config says "
+                "report: if_available")
+    else:
+        skip = ""
+    plan["report"] = _step(cfg, "report", report_args, python, skip)
+    return plan
+
+
+def evaluate_params(params: dict) -> dict:
+    """Check the params of ``scavenger_evaluate`` (second line after the Param JSON schemas, plus cross-field
+    rules); return them normalized. Raise ConfigError with a message naming the param."""
+    p = dict(params)
+    check_source(p.get("logs"), "param logs")
+    check_source(p.get("decisions"), "param decisions")
+    check_date(p.get("date_from"), "param date_from")
+    check_date(p.get("date_to"), "param date_to")
+    if p["date_from"] > p["date_to"]:
+        raise ConfigError(f"param date_from {p['date_from']} is after date_to {p['date_to']}")
+    span = (_dt.date.fromisoformat(p["date_to"]) - _dt.date.fromisoformat(p["date_from"])).days + 1
+    if span > MAX_WINDOW_DAYS:
+        raise ConfigError(f"params date_from..date_to span {span} days; at most {MAX_WINDOW_DAYS}")
+    p["estimators"] = check_estimators(p.get("estimators") or [], "param estimators")
+    p["prior_mean"] = check_prior_mean(p.get("prior_mean"), "param prior_mean")
+    p["adc_source"] = check_adc_source(p.get("adc_source"), "param adc_source")
+    p["adc_method"] = check_enum(p.get("adc_method"), ADC_METHODS, "param adc_method")
+    p["policies"] = list(p.get("policies") or [])
+    for pid in p["policies"]:
+        _check(NAME_PATTERN, pid, "param policies")
+    return p
+
+
+def evaluate_plan(cfg: dict, params: dict, run_key: str, python: str = "") -> dict:
+    """The single Spark step of ``scavenger_evaluate``; output under {root}/evaluate-adhoc/<run_key>/."""
+    p = evaluate_params(params)
+    _check(r"^[A-Za-z0-9_.=-]{1,120}$", run_key, "run key")
+    pol = ["--policies", ",".join(p["policies"])] if p["policies"] else []
+    out = f"{cfg['root'].rstrip('/')}/evaluate-adhoc/{run_key}"
+    args = ["--logs", p["logs"], "--decisions", p["decisions"], *pol, "--from", p["date_from"],
+            "--to", p["date_to"], *_estimation_flags(cfg, p, p["date_to"]), "--stats-dir", cfg["stats_dir"],
+            "--out", out]
+    return _step(cfg, "evaluate", args, python)
+
+
+def read_config_file(path: str | None) -> str | None:
+    """Text of the config file (I/O: call at run time only)."""
+    path = path or os.environ.get("SCAVENGER_AIRFLOW_CONFIG")
+    if not path:
+        return None
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the scavenger config file {path}: {exc}") from None

@@ -1,0 +1,71 @@
+"""``scavenger_daily``: the scheduled warehouse pipeline, one run per day ``dt`` (= the run's ``ds``).
+
+    plan -> validate (gate) -> stats (per registry dataset) -> adc (trailing window)
+         -> evaluate (per registry dataset, trailing window) -> report
+
+Every Spark task is ``spark-submit jobs/<name>.py`` through the Spark connection (``spark_default``:
+host ``local[*]``); it writes only ``{root}/<job>/dt=<ds>/`` and a re-run replaces that directory, so runs of
+different days never touch each other's outputs. The day statistics go to the shared store
+``{stats_dir}/<table>/dt=<day>/`` (one partition per day). Settings: scavenger_airflow/config.py (Variables
+``scavenger_config`` / ``scavenger_config_file``, file ``$SCAVENGER_AIRFLOW_CONFIG``), read when ``plan`` runs.
+A failed gate (exit 3) fails ``validate`` without retries, with the validation message in its log, and every
+downstream task ends ``upstream_failed``.
+"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, CronDataIntervalTimetable, chain, task
+from scavenger_airflow.operators import ScavengerSparkSubmitOperator
+
+SPARK_CONN_ID = os.environ.get("SCAVENGER_SPARK_CONN_ID", "spark_default")
+START_DATE = pendulum.parse(os.environ.get("SCAVENGER_DAILY_START", "2026-01-01"), tz="UTC")
+
+DEFAULT_ARGS = {
+    "owner": "scavenger",
+    "retries": int(os.environ.get("SCAVENGER_AIRFLOW_RETRIES", "2")),
+    "retry_delay": timedelta(minutes=2),
+    "retry_exponential_backoff": 2.0,
+    "max_retry_delay": timedelta(minutes=30),
+    "execution_timeout": timedelta(hours=2),
+}
+
+with DAG(
+    dag_id="scavenger_daily",
+    description="validate -> day statistics -> ADCs -> evaluate registered policies -> report, per dt",
+    schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
+    start_date=START_DATE,
+    catchup=True,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    dagrun_timeout=timedelta(hours=8),
+    tags=["scavenger"],
+    doc_md=__doc__,
+) as dag:
+
+    @task(multiple_outputs=True)
+    def plan(ds=None, run_id=None):
+        """Read and check the config, build every job's argv for this dt (nothing runs here)."""
+        import sys
+
+        from scavenger_airflow import config as C
+        from scavenger_airflow.runtime import load_config
+
+        return C.daily_plan(load_config(), ds, python=sys.executable, run_id=run_id)
+
+    @task
+    def registry_jobs(jobs: list):
+        """One job per registry dataset (mapped tasks need a plain list as their input)."""
+        return jobs
+
+    steps = plan()
+    validate = ScavengerSparkSubmitOperator(task_id="validate", conn_id=SPARK_CONN_ID, step=steps["validate"])
+    stats = ScavengerSparkSubmitOperator.partial(task_id="stats", conn_id=SPARK_CONN_ID).expand(
+        step=registry_jobs.override(task_id="stats_jobs")(steps["stats"]))
+    adc = ScavengerSparkSubmitOperator(task_id="adc", conn_id=SPARK_CONN_ID, step=steps["adc"])
+    evaluate = ScavengerSparkSubmitOperator.partial(task_id="evaluate", conn_id=SPARK_CONN_ID).expand(
+        step=registry_jobs.override(task_id="evaluate_jobs")(steps["evaluate"]))
+    report = ScavengerSparkSubmitOperator(task_id="report", conn_id=SPARK_CONN_ID, step=steps["report"])
+    chain(validate, stats, adc, evaluate, report)

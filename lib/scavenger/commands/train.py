@@ -1,0 +1,48 @@
+"""`scavenger train`: learn which m ads to show (seed 000) on one window, write decisions for a later one."""
+from __future__ import annotations
+
+NAME = "train"
+HELP = "learn m-ad policies (regression / cost-sensitive reductions) from logs; write decisions for a later window"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--logs", required=True, help="impression logs (path or table)")
+    parser.add_argument("--from", dest="date_from", required=True, help="training window start (YYYY-MM-DD)")
+    parser.add_argument("--to", dest="date_to", required=True, help="training window end (inclusive)")
+    parser.add_argument("--score-from", required=True, help="window to write decisions for: start")
+    parser.add_argument("--score-to", required=True, help="window to write decisions for: end (inclusive)")
+    parser.add_argument("--method", default="both", choices=["regression", "cost_sensitive", "both"])
+    parser.add_argument("--m", type=int, default=4, help="number of ads to choose per event (positions 1..m)")
+    parser.add_argument("--adc", default="estimate",
+                        help="ADCs C_1..C_K: comma-separated numbers, a stored ADC table, or 'estimate' (default)")
+    parser.add_argument("--adc-method", default="variance_optimal",
+                        help="ADC method to use from the table / for 'estimate'")
+    parser.add_argument("--eligibility", default=None,
+                        help="table of eligible ads: (dt, ad_id) or (event_id, ad_id); default: ads seen in training")
+    parser.add_argument("--interactions", default="2", choices=["1", "2", "full"],
+                        help="context features crossed with the ad: 1 single features, 2 also pairs, full also "
+                             "the context key")
+    parser.add_argument("--reg-param", type=float, default=1e-4, help="L2 regularisation of the learners")
+    parser.add_argument("--max-iter", type=int, default=25, help="GLM (IRLS) iterations")
+    parser.add_argument("--truth", default="auto",
+                        help="generator truth dir for true values/regret ('auto': <logs>/../truth if present; "
+                             "'none': off)")
+    parser.add_argument("--no-estimate", action="store_true",
+                        help="skip the factored estimate of the learned policies on the scoring window")
+    parser.add_argument("--dedup", default="random", choices=["random", "next_best", "both"],
+                        help="cost-sensitive Set Select Test: replace duplicates by random unused eligible ads "
+                             "(seed 000) or by the best unused by the round's score; both: write two policies")
+    parser.add_argument("--seed", type=int, default=0, help="seed of tie-breaks and duplicate replacement")
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+def run(args, ctx) -> None:
+    from ..policies.train import TrainConfig, run_training
+
+    cfg = TrainConfig(logs=args.logs, date_from=args.date_from, date_to=args.date_to, score_from=args.score_from,
+                      score_to=args.score_to, out=args.out, method=args.method, m=args.m, adc=args.adc,
+                      adc_method=args.adc_method, eligibility=args.eligibility, seed=args.seed,
+                      interactions=args.interactions, reg_param=args.reg_param, max_iter=args.max_iter,
+                      truth=args.truth, estimate=not args.no_estimate, dedup=args.dedup)
+    cfg.check()
+    run_training(ctx.spark, cfg, ctx.result)

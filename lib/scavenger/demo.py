@@ -1,0 +1,136 @@
+"""The demo: a week of generated logs with known ground truth, every estimator, a readable summary.
+
+Two data sets, because the estimators need different logging:
+- ranked slates (one pool of ads, K positions) logged by a history-dependent epsilon-greedy ranking: ADCs
+  (seed 001 section 4) and the scavenging/factored estimators of the generated target policies;
+- slotted slates (a pool per slot, factorized uniform logging): slate IPS, PI, wPI, PI++ and the data-driven
+  control variates (seed 002).
+Every estimate is printed beside the generator's true value.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+
+from .checks.gate import GateConfig
+from .evaluation import EvaluateOptions, estimate_adc, evaluate, write_table
+from .simulation.generator import GeneratorConfig, generate
+
+
+def _fmt_interval(row, column: str = "value") -> str:
+    if pd.isna(row[column]):
+        return "undefined"
+    if pd.isna(row["ci_low"]):
+        return f"{row[column]:.4f}"
+    return f"{row[column]:.4f} [{row['ci_low']:.4f}, {row['ci_high']:.4f}]"
+
+
+def adc_summary(adc: pd.DataFrame, true_adc: list[float]) -> pd.DataFrame:
+    """One row per position: truth, DCG and each method's coefficient with its interval."""
+    wide = {}
+    for method, sub in adc.groupby("method"):
+        sub = sub.set_index("position")
+        wide[method] = sub.apply(_fmt_interval, axis=1, column="coefficient")
+        if "dcg" in sub.columns and "dcg" not in wide:
+            wide["dcg"] = sub["dcg"].round(4)
+    table = pd.DataFrame(wide)
+    order = [c for c in ("dcg", "naive", "uniform", "heuristic", "variance_optimal") if c in table.columns]
+    table = table[order + [c for c in table.columns if c not in order]]
+    table.insert(0, "true", pd.Series({i + 1: c for i, c in enumerate(true_adc)}).round(4))
+    table.index.name = "position"
+    return table
+
+
+def estimates_summary(estimates: pd.DataFrame, truth: dict) -> pd.DataFrame:
+    """Policy x estimator: estimate [ci] and whether the interval covers the realized true value."""
+    rows = []
+    for _, r in estimates.iterrows():
+        true_value = truth["policies"].get(r["policy_id"], {}).get("realized_value")
+        covered = (None if true_value is None or pd.isna(r["ci_low"])
+                   else bool(r["ci_low"] <= true_value <= r["ci_high"]))
+        rows.append({"policy": r["policy_id"], "estimator": r["estimator"],
+                     "true value": None if true_value is None else round(true_value, 4),
+                     "estimate [interval]": _fmt_interval(r), "kind": r["interval_kind"],
+                     "covers truth": covered,
+                     "supported": None if pd.isna(r["supported_share"]) else round(float(r["supported_share"]), 3)})
+    return pd.DataFrame(rows)
+
+
+def verdict_lines(verdicts: list[dict]) -> list[str]:
+    """One line per check: the worst verdict over its scopes and the message of the worst one."""
+    order = {"fail": 0, "warn": 1, "pass": 2}
+    worst: dict = {}
+    for v in verdicts:
+        check = str(v.get("check", "")).split(".")[0]
+        if check not in worst or order.get(v.get("verdict"), 3) < order.get(worst[check].get("verdict"), 3):
+            worst[check] = v
+    return [f"   {c:<24} {v.get('verdict', '?'):<5} {str(v.get('message', ''))[:150]}" for c, v in sorted(worst.items())]
+
+
+def run_demo(spark, out_dir: str, days: int = 7, events_per_day: int = 50_000, seed: int = 0,
+             printer=print) -> dict:
+    """Generate both data sets, evaluate, write tables under ``out_dir`` and print the summary."""
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_columns", 20)
+    summary: dict = {}
+
+    ranked_dir = os.path.join(out_dir, "ranked")
+    ranked_cfg = GeneratorConfig(layout="ranked", logging="history", n_positions=4, n_ads=40, n_contexts=24,
+                                 days=days, events_per_day=events_per_day, seed=seed)
+    printer(f"== generating {days} days x {events_per_day:,} ranked slates (history-dependent logging) ...")
+    ranked_truth = generate(spark, ranked_cfg, ranked_dir)
+    ranked = evaluate(spark, os.path.join(ranked_dir, "logs"), os.path.join(ranked_dir, "decisions"),
+                      stats_dir=os.path.join(out_dir, "stats", "ranked"),
+                      options=EvaluateOptions(estimators=["scavenging", "factored"]),
+                      gate_config=GateConfig(gate=False, great_expectations=False,
+                                             out_dir=os.path.join(out_dir, "gate_ranked")))
+    printer("\n== data gate on the ranked logs (checks the scavenging/factored/ADC estimators rely on)")
+    for line in verdict_lines(ranked.verdicts):
+        printer(line)
+    adc_table = ranked.adc if ranked.adc is not None else estimate_adc(ranked.stats)
+    write_table(adc_table, out_dir, "adc")
+    printer("\n== attention-decay coefficients (seed 001 section 4), 95% intervals; DCG = 1/log2(1+i)")
+    printer(adc_summary(adc_table, ranked_truth["adc"]).to_string())
+    printer("   naive is biased low here: the logging ranking puts better ads higher.")
+    write_table(ranked.estimates, out_dir, "estimates_ranked")
+    printer("\n== ranked target policies: scavenging and factored estimators vs truth")
+    printer(estimates_summary(ranked.estimates, ranked_truth).to_string(index=False))
+    printer(f"   logging policy's true value: {ranked_truth['logging_policy']['realized_value']:.4f}")
+
+    slotted_dir = os.path.join(out_dir, "slotted")
+    slotted_cfg = GeneratorConfig(layout="slotted", logging="uniform", n_positions=3, slot_sizes=[3, 10, 30],
+                                  n_contexts=24, days=days, events_per_day=events_per_day, seed=seed + 1)
+    printer(f"\n== generating {days} days x {events_per_day:,} slotted slates (factorized uniform logging) ...")
+    slotted_truth = generate(spark, slotted_cfg, slotted_dir)
+    slotted = evaluate(spark, os.path.join(slotted_dir, "logs"), os.path.join(slotted_dir, "decisions"),
+                       stats_dir=os.path.join(out_dir, "stats", "slotted"),
+                       options=EvaluateOptions(estimators=["slate"]),
+                       gate_config=GateConfig(gate=False, great_expectations=False,
+                                              out_dir=os.path.join(out_dir, "gate_slotted")))
+    printer("\n== data gate on the slotted logs (checks the importance-weighted estimators rely on)")
+    for line in verdict_lines(slotted.verdicts):
+        printer(line)
+    write_table(slotted.estimates, out_dir, "estimates_slotted")
+    write_table(slotted.diagnostics, out_dir, "diagnostics_slotted")
+    printer("\n== slotted target policies: slate IPS, PI, wPI, PI++, data-driven CV (seed 002) vs truth")
+    printer(estimates_summary(slotted.estimates, slotted_truth).to_string(index=False))
+
+    def coverage(est, truth):
+        table = estimates_summary(est, truth)
+        known = table["covers truth"].dropna()
+        return {"intervals": int(len(known)), "covering": int(known.sum())}
+
+    summary["ranked"] = {"truth": ranked_truth["policies"], "coverage": coverage(ranked.estimates, ranked_truth)}
+    summary["slotted"] = {"truth": slotted_truth["policies"],
+                          "coverage": coverage(slotted.estimates, slotted_truth)}
+    cov_r, cov_s = summary["ranked"]["coverage"], summary["slotted"]["coverage"]
+    printer(f"\n== {cov_r['covering']}/{cov_r['intervals']} ranked and {cov_s['covering']}/{cov_s['intervals']} "
+            f"slotted intervals cover the true value (95% nominal; Theorem 3 bounds are conservative)")
+    printer(f"   tables: {out_dir}/adc, estimates_ranked, estimates_slotted, diagnostics_slotted; "
+            f"logs under {ranked_dir} and {slotted_dir}")
+    with open(os.path.join(out_dir, "demo_summary.json"), "w") as fh:
+        json.dump(summary, fh, indent=2, default=float)
+    return summary

@@ -1,0 +1,78 @@
+"""Factored estimator under the factoring assumption (seed 001 section 4.2; MATH.md "Factoring assumption").
+
+P(click | x, ad a at i) = C_i P(x, a). A logged slot (ad a at position i, reward r) gives r' = r / C_i; the target
+puts a at position j with probability pi(a at j | x) (deterministic: one j or none; C_0 = 0), so its expected
+coefficient is c = sum_j pi(a at j | x) C_j. With T_a = impressions of a at any position:
+
+    V(h) = sum_t sum_i r'_{t,i} c_{t,i} / T_{a_{t,i}} = sum_a S_a / T_a,
+    S_a = sum_{i,j} F(a,i,j) C_j / C_i,   F(a,i,j) = sum of r pi(a at j) over logged slots (a, i)   [table factored]
+
+so a new ADC vector is applied to the stored F without a rescan.
+
+Interval (CLT, impression level). V = sum_a mean over the T_a impressions of a of x = r c / C_i. Treating T_a
+as fixed and impressions as independent (slots of one event are assumed conditionally independent given x, as in
+the factoring model), Var V = sum_a s2_a / T_a with s2_a = (Q_a - S_a^2 / T_a) / (T_a - 1) and
+    Q_a = sum x^2 = sum_{i,j,j2} G(a,i,j,j2) C_j C_j2 / C_i^2,  G = sum r^2 pi(a at j) pi(a at j2)  [factored_sq]
+which is exact for any C (deterministic targets: G(a,i,j,j) = sum r^2 over slots the target places at j).
+The ADC vector is treated as known (its own uncertainty is not propagated).
+
+Unsupported mass: the target's expected attention on ads never logged (T_a = 0) is
+sum_{a: T_a = 0} sum_j P(a, j) C_j / sum_{a, j} P(a, j) C_j with P(a, j) = sum_t pi(a at j | x_t) [target_placements].
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+
+def _coef(C: np.ndarray, pos) -> np.ndarray:
+    """C_pos for 1-based positions (C_0 = 0; positions beyond len(C) -> nan)."""
+    C0 = np.concatenate([[0.0], np.asarray(C, dtype=float)])
+    pos = np.asarray(pos, dtype=int)
+    out = np.full(pos.shape, np.nan)
+    ok = (pos >= 0) & (pos < C0.size)
+    out[ok] = C0[pos[ok]]
+    return out
+
+
+def ad_impressions(ad_position: pd.DataFrame) -> pd.Series:
+    """T_a: impressions of each ad at any position (summed over logging policies)."""
+    return ad_position.groupby("ad_id")["m"].sum().astype(float)
+
+
+def per_ad_sums(factored: pd.DataFrame, factored_sq: pd.DataFrame, C: np.ndarray) -> pd.DataFrame:
+    """S_a = sum F C_j / C_i and Q_a = sum G C_j C_j2 / C_i^2 per ad (one policy's rows)."""
+    f = factored
+    s = f["s_rp"].to_numpy(float) * _coef(C, f["pos_j"]) / _coef(C, f["pos_i"])
+    S = pd.Series(s, index=f["ad_id"].to_numpy()).groupby(level=0).sum()
+    g = factored_sq
+    q = g["s_r2pp"].to_numpy(float) * _coef(C, g["pos_j"]) * _coef(C, g["pos_j2"]) / _coef(C, g["pos_i"]) ** 2
+    Q = pd.Series(q, index=g["ad_id"].to_numpy()).groupby(level=0).sum()
+    out = pd.DataFrame({"S": S, "Q": Q}).fillna(0.0)
+    out.index.name = "ad_id"
+    return out
+
+
+def factored_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, T_a: pd.Series, C: np.ndarray,
+                      placements: pd.DataFrame | None = None, level: float = 0.95) -> dict:
+    """One policy's factored estimate from its rows of the factored tables, T_a and the ADC vector C_1..C_K."""
+    sums = per_ad_sums(factored, factored_sq, C)
+    T = T_a.reindex(sums.index).fillna(0.0).to_numpy(float)
+    S, Q = sums["S"].to_numpy(float), sums["Q"].to_numpy(float)
+    ok = T > 0  # a clicked logged slot always has T_a >= 1
+    value = float(np.sum(S[ok] / T[ok]))
+    s2 = np.where(T[ok] > 1, (Q[ok] - S[ok] ** 2 / T[ok]) / np.maximum(T[ok] - 1, 1), Q[ok])
+    se = math.sqrt(float(np.sum(np.maximum(s2, 0.0) / T[ok])))
+    z = float(norm.ppf(0.5 + level / 2))
+    unsupported = math.nan
+    if placements is not None and len(placements):
+        w = placements["s_p"].to_numpy(float) * _coef(C, placements["pos_j"])
+        logged = placements["ad_id"].map(T_a).fillna(0.0).to_numpy(float) > 0
+        tot = float(np.nansum(w))
+        unsupported = float(np.nansum(w[~logged]) / tot) if tot > 0 else 0.0
+    return {"value": value, "std_error": se, "ci_low": value - z * se, "ci_high": value + z * se,
+            "unsupported_share": unsupported,
+            "supported_share": 1.0 - unsupported if unsupported == unsupported else math.nan}

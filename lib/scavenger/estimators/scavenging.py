@@ -1,0 +1,166 @@
+"""Exploration scavenging for deterministic targets (seed 001 section 3; MATH.md "Exploration scavenging").
+
+Pure functions of the statistics tables. An *action* is the whole logged slate (direct approach, section 4.1; for
+a one-slot layout the slate is the ad), or the base (logging) policy that served the event (section 3.3).
+
+Per target h and action a, the statistics give T_a (events whose logged action is a), n_target(a) (events where
+h chooses a), and over the matching events (logged action = h's action) S_a = sum r_t, Q_a = sum r_t^2. Then
+
+    V(h) = sum_t r_t 1[h(x_t) = a_t] / T_{a_t} = sum_a S_a / T_a                                   (Theorem 3)
+    bound: |V - V_D| <= R sum_{a used by h} sqrt(2 ln(2 k T / delta) / T_a)       (rewards in [0, R]; k actions)
+    uniform logging (Theorem 4): V = (k/T) sum_a S_a, bound R k sqrt(2 ln(2k/delta) / T)
+    CLT: V = sum_a mean over the T_a events of x_t = r_t 1[match]; with T_a fixed the terms are independent:
+         Var = sum_a s2_a / T_a, s2_a = (Q_a - S_a^2/T_a)/(T_a - 1) (for T_a = 1: Q_a, a bound for x^2)
+    unsupported share = sum_{a: T_a = 0} n_target(a) / n_events: the target's mass on never-logged actions,
+         for which V is undefined; it is reported, and the bound is infinite when it is positive.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.special import gammaln
+from scipy.stats import norm
+
+ROW_COLUMNS = ["policy_id", "estimator", "value", "std_error", "ci_low", "ci_high", "interval_kind", "n_events",
+               "supported_share", "unsupported_share", "n_matched", "actions_used", "n_actions", "level", "note"]
+
+
+def log_n_slates(n_ads: int, K: int) -> float:
+    """ln of the number of ordered slates of K distinct ads out of n_ads: ln(n!/(n-K)!)."""
+    if n_ads < K:
+        return -math.inf
+    return float(gammaln(n_ads + 1) - gammaln(n_ads - K + 1))
+
+
+def theorem3_halfwidth(T_used: np.ndarray, T_total: float, log_k: float, delta: float, reward_range: float = 1.0):
+    """R sum_a sqrt(2 ln(2 k T / delta) / T_a) over the actions the target uses (T_a > 0)."""
+    T_used = np.asarray(T_used, dtype=float)
+    if T_used.size == 0:
+        return math.inf
+    log_term = math.log(2.0) + log_k + math.log(T_total) - math.log(delta)
+    return float(reward_range * np.sum(np.sqrt(2.0 * log_term / T_used)))
+
+
+def theorem4_halfwidth(T_total: float, log_k: float, delta: float, reward_range: float = 1.0) -> float:
+    """R k sqrt(2 ln(2k/delta) / T)."""
+    k = math.exp(min(log_k, 700.0))
+    return float(reward_range * k * math.sqrt(2.0 * (math.log(2.0) + log_k - math.log(delta)) / T_total))
+
+
+def scavenging_estimate(actions: pd.DataFrame, targets: pd.DataFrame, n_events: float, log_k: float,
+                        delta: float = 0.05, level: float = 0.95, reward_range: float = 1.0,
+                        uniform: bool = False) -> dict:
+    """One target's estimate from ``actions`` (key, t) and its ``targets`` rows (key, n_target, n_match, s_r, s_r2).
+
+    Returns value, CLT std_error, Theorem 3 (or 4 with ``uniform``) half-width, supported/unsupported share.
+    """
+    T_by = dict(zip(actions["key"], actions["t"].astype(float)))
+    key = targets["key"].to_numpy()
+    T = np.array([T_by.get(k, 0.0) for k in key], dtype=float)
+    n_target = targets["n_target"].to_numpy(dtype=float)
+    S = targets["s_r"].to_numpy(dtype=float)
+    Q = targets["s_r2"].to_numpy(dtype=float)
+    n_match = targets["n_match"].to_numpy(dtype=float)
+    sup = T > 0
+    unsupported = float(n_target[~sup].sum() / n_events) if n_events > 0 else math.nan
+    T_total = float(actions["t"].sum())
+    if uniform:
+        k = math.exp(min(log_k, 700.0))
+        value = k / T_total * float(S.sum())
+        # x_t = k r_t 1[match] over all T events
+        mean = value
+        var_x = (k * k * float(Q.sum()) - T_total * mean * mean) / (T_total - 1) if T_total > 1 else math.nan
+        se = math.sqrt(max(var_x, 0.0) / T_total) if T_total > 1 else math.nan
+        half = theorem4_halfwidth(T_total, log_k, delta, reward_range)
+    else:
+        Ts = T[sup]
+        value = float(np.sum(S[sup] / Ts))
+        s2 = np.where(Ts > 1, (Q[sup] - S[sup] ** 2 / Ts) / np.maximum(Ts - 1, 1), Q[sup])
+        se = math.sqrt(float(np.sum(np.maximum(s2, 0.0) / Ts)))
+        half = theorem3_halfwidth(Ts, T_total, log_k, delta, reward_range) if unsupported == 0 else math.inf
+    z = float(norm.ppf(0.5 + level / 2))
+    return {"value": value, "std_error": se, "clt": (value - z * se, value + z * se),
+            "bound": (value - half, value + half), "halfwidth": half,
+            "supported_share": 1.0 - unsupported, "unsupported_share": unsupported,
+            "n_matched": float(n_match.sum()), "actions_used": int(sup.sum()), "T_total": T_total}
+
+
+def _rows(policy_id, estimator, est, n_events, n_actions, level, delta, note=""):
+    out = []
+    for kind in ("clt", "bound"):
+        lo, hi = est[kind]
+        out.append({"policy_id": policy_id, "estimator": estimator, "value": est["value"],
+                    "std_error": est["std_error"], "ci_low": lo, "ci_high": hi, "interval_kind": kind,
+                    "n_events": n_events, "supported_share": est["supported_share"],
+                    "unsupported_share": est["unsupported_share"], "n_matched": est["n_matched"],
+                    "actions_used": est["actions_used"], "n_actions": n_actions,
+                    "level": level if kind == "clt" else 1 - delta, "note": note})
+    return out
+
+
+def _reward_range(log_summary: pd.DataFrame) -> float:
+    if not len(log_summary) or "r_max" not in log_summary:
+        return 1.0
+    hi = max(float(log_summary["r_max"].max()), 0.0)
+    lo = min(float(log_summary["r_min"].min()), 0.0)
+    return max(hi - lo, 1e-300)
+
+
+def slate_estimates(stats, policies=None, delta: float = 0.05, level: float = 0.95, n_ads: int | None = None,
+                    uniform: bool = False) -> pd.DataFrame:
+    """Direct approach (action = whole slate; 'ad' when K = 1) for every deterministic policy in the window."""
+    actions = stats.table("slate_actions").rename(columns={"slate_key": "key"})
+    targets = stats.table("slate_targets").rename(columns={"slate_key": "key"})
+    pe = stats.table("policy_events")
+    ls = stats.table("log_summary")
+    if not len(actions) or not len(pe):
+        return pd.DataFrame(columns=ROW_COLUMNS)
+    ap = stats.table("ad_position")
+    K = int(ls["k_max"].max())
+    n_ads = int(ap["ad_id"].nunique()) if n_ads is None else n_ads
+    log_k = log_n_slates(n_ads, K)
+    name = "scavenging_ad" if K == 1 else "scavenging_slate"
+    rr = _reward_range(ls)
+    rows = []
+    for _, p in pe.sort_values("policy_id").iterrows():
+        pid = p["policy_id"]
+        if policies and pid not in policies:
+            continue
+        n = float(p["n_events"])
+        if p["n_deterministic"] < n:
+            continue  # stochastic target: the direct approach needs deterministic slates
+        est = scavenging_estimate(actions, targets[targets["policy_id"] == pid], n, log_k, delta, level, rr)
+        rows += _rows(pid, name, est, int(n), math.exp(min(log_k, 700.0)), level, delta)
+        if uniform:
+            est4 = scavenging_estimate(actions, targets[targets["policy_id"] == pid], n, log_k, delta, level, rr,
+                                       uniform=True)
+            rows += _rows(pid, name + "_uniform", est4, int(n), math.exp(min(log_k, 700.0)), level, delta)
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+
+def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: float = 0.95,
+                          uniform: bool = False) -> pd.DataFrame:
+    """Action = base (logging) policy; targets whose decisions carry ``base_policy`` on every event."""
+    ls = stats.table("log_summary")
+    actions = ls[["logging_policy", "n_events"]].rename(columns={"logging_policy": "key", "n_events": "t"})
+    targets = stats.table("base_targets").rename(columns={"base_policy": "key"})
+    pe = stats.table("policy_events")
+    if not len(actions) or not len(pe):
+        return pd.DataFrame(columns=ROW_COLUMNS)
+    log_k = math.log(len(actions))
+    rr = _reward_range(ls)
+    rows = []
+    for _, p in pe.sort_values("policy_id").iterrows():
+        pid = p["policy_id"]
+        if (policies and pid not in policies) or p["n_with_base"] < p["n_events"] or p["n_events"] == 0:
+            continue
+        n = float(p["n_events"])
+        est = scavenging_estimate(actions, targets[targets["policy_id"] == pid], n, log_k, delta, level, rr)
+        rows += _rows(pid, "scavenging_base", est, int(n), len(actions), level, delta)
+        if uniform:
+            est4 = scavenging_estimate(actions, targets[targets["policy_id"] == pid], n, log_k, delta, level, rr,
+                                       uniform=True)
+            rows += _rows(pid, "scavenging_base_uniform", est4, int(n), len(actions), level, delta)
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)

@@ -1,0 +1,248 @@
+"""What a report reads: the small output tables of the jobs (adc, evaluate, validate), their result.json files,
+the daily history of estimates, and optionally the generator's ground_truth.json.
+
+All of these are small aggregated tables (one row per position/method, per policy/estimator, per check), so a
+local path is read with pandas/pyarrow without starting Spark; a remote location (``scheme://``) is read through
+the SparkSession given as ``spark_factory`` (still only aggregated rows reach the driver).
+
+Two ways to point at the inputs:
+  * explicit: ``--adc PATH --estimates PATH [--validation PATH] [--history ROOT] [--ground-truth FILE]``; a PATH
+    may be a job's ``--out`` directory (holding ``adc/``, ``estimates/``, ``validation/``) or the table itself;
+  * the daily DAG's layout ``{root}/<job>/dt=<ds>/`` (airflow_dags/scavenger_airflow/config.py:out_dir):
+    ``--root ROOT --dt DS`` reads ``{root}/adc/dt=DS``, every ``{root}/evaluate/<dataset>/dt=DS`` and
+    ``{root}/validate/dt=DS``, and takes the trend from every ``{root}/evaluate/*/dt=*``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from ..errors import UsageError
+
+_DT_DIR = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
+
+
+@dataclass
+class ReportInputs:
+    """Everything a report shows; every field may be missing (the section then says what to pass)."""
+
+    adc: pd.DataFrame | None = None
+    estimates: pd.DataFrame | None = None
+    diagnostics: pd.DataFrame | None = None
+    validation: pd.DataFrame | None = None
+    history: pd.DataFrame | None = None            # estimates + column ``run_dt`` (one row set per daily run)
+    ground_truth: dict | None = None
+    results: dict = field(default_factory=dict)    # job name -> result.json dict
+    quarantine: pd.DataFrame | None = None         # table, dt, rows
+    data_docs: str | None = None                   # path of the Data Docs index.html
+    sources: dict = field(default_factory=dict)    # what was read from where
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+def _local(path: str) -> Path:
+    return Path(str(path).replace("file://", ""))
+
+
+def read_table(path: str | os.PathLike, spark_factory: Callable | None = None) -> pd.DataFrame:
+    """A small Parquet (directory or file) or CSV table as pandas; remote paths go through Spark."""
+    path = str(path)
+    if _is_remote(path):
+        if spark_factory is None:
+            raise UsageError(f"cannot read remote table {path} without a SparkSession")
+        return spark_factory().read.parquet(path).toPandas()
+    p = _local(path)
+    if not p.exists():
+        raise UsageError(f"no such table: {path}")
+    try:
+        if p.suffix == ".csv":
+            return pd.read_csv(p)
+        return pd.read_parquet(p)
+    except Exception as exc:  # noqa: BLE001 - a table we cannot parse is a bad argument
+        raise UsageError(f"cannot read table {path}: {type(exc).__name__}: {exc}") from None
+
+
+def resolve_table(path: str | None, name: str) -> tuple[str | None, str | None]:
+    """(table path, job directory) for ``--<name> PATH``: PATH is the job's --out dir or the table dir."""
+    if path is None:
+        return None, None
+    if _is_remote(path):
+        return path, None
+    p = _local(path)
+    if not p.exists():
+        raise UsageError(f"--{name}: no such path {path}")
+    if p.is_dir() and (p / name).exists():
+        return str(p / name), str(p)
+    job = p.parent if (p.parent / "result.json").exists() else None
+    return str(p), (str(job) if job else None)
+
+
+def read_result(job_dir: str | None) -> dict | None:
+    """A job's result.json, or None."""
+    if not job_dir or _is_remote(job_dir):
+        return None
+    f = _local(job_dir) / "result.json"
+    if not f.exists():
+        return None
+    try:
+        with open(f) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def quarantine_counts(quarantine_dir: str | Path) -> pd.DataFrame:
+    """Rows set aside per (table, dt), read from Parquet footers only (no data pages): table is the directory
+    under ``quarantine/`` (``logs``/``decisions``) or ``logs`` when the dt partitions sit directly under it."""
+    import pyarrow.parquet as pq
+
+    root = Path(quarantine_dir)
+    rows = []
+    for f in sorted(root.rglob("*.parquet")):
+        rel = f.relative_to(root).parts
+        if any(part.startswith(("_", ".")) for part in rel):
+            continue
+        dt = next((m.group(1) for part in rel if (m := _DT_DIR.match(part))), None)
+        table = rel[0] if len(rel) > 1 and not _DT_DIR.match(rel[0]) else "logs"
+        rows.append({"table": table, "dt": dt, "rows": int(pq.ParquetFile(f).metadata.num_rows)})
+    if not rows:
+        return pd.DataFrame(columns=["table", "dt", "rows"])
+    return pd.DataFrame(rows).groupby(["table", "dt"], as_index=False, dropna=False)["rows"].sum()
+
+
+def find_data_docs(validate_dir: str | None) -> str | None:
+    """The Data Docs index.html under ``<validate out>/data_docs/`` (Great Expectations site), if any."""
+    if not validate_dir or _is_remote(validate_dir):
+        return None
+    root = _local(validate_dir) / "data_docs"
+    if not root.exists():
+        return None
+    candidates = sorted(root.rglob("index.html"), key=lambda p: (len(p.parts), str(p)))
+    return str(candidates[0]) if candidates else None
+
+
+def _dt_dirs(parent: Path) -> list[tuple[str, Path]]:
+    out = []
+    if parent.is_dir():
+        for child in sorted(parent.iterdir()):
+            m = _DT_DIR.match(child.name)
+            if m and child.is_dir():
+                out.append((m.group(1), child))
+    return out
+
+
+def read_history(root: str | Path, spark_factory: Callable | None = None) -> pd.DataFrame | None:
+    """Estimates of every daily run under ``root``: directories ``dt=DS`` (at any depth up to 3 below root)
+    holding ``estimates/``; adds ``run_dt`` (DS) and ``dataset`` (the directory above dt=, e.g. the registry
+    name of the daily DAG)."""
+    root = _local(str(root))
+    if not root.exists():
+        raise UsageError(f"--history: no such directory {root}")
+    frames = []
+    for est in sorted(set(root.glob("dt=*/estimates")) | set(root.glob("*/dt=*/estimates"))
+                      | set(root.glob("*/*/dt=*/estimates"))):
+        m = _DT_DIR.match(est.parent.name)
+        if not m:
+            continue
+        df = read_table(est, spark_factory)
+        if not len(df):
+            continue
+        df = df.assign(run_dt=m.group(1), dataset=est.parent.parent.name if est.parent.parent != root else "")
+        frames.append(df)
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    frames = [f for f in frames if f is not None]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def load_inputs(adc: str | None = None, estimates: str | None = None, diagnostics: str | None = None,
+                validation: str | None = None, history: str | None = None, ground_truth: str | None = None,
+                root: str | None = None, dt: str | None = None, spark_factory: Callable | None = None
+                ) -> ReportInputs:
+    """Read every input of a report (see the module docstring for the two layouts)."""
+    inp = ReportInputs()
+    est_paths: list[tuple[str, str | None]] = []
+    diag_paths: list[str] = []
+    validate_dir = None
+    if root is not None:
+        if dt is None:
+            raise UsageError("--root needs --dt (the run date whose outputs to show)")
+        try:
+            _dt.date.fromisoformat(dt)
+        except ValueError:
+            raise UsageError(f"--dt expects YYYY-MM-DD, got {dt!r}") from None
+        r = _local(root)
+        if not r.is_dir():
+            raise UsageError(f"--root: no such directory {root}")
+        if adc is None and (r / "adc" / f"dt={dt}" / "adc").exists():
+            adc = str(r / "adc" / f"dt={dt}")
+        if estimates is None:
+            for ds_dir in sorted((r / "evaluate").glob(f"*/dt={dt}")) + sorted((r / "evaluate").glob(f"dt={dt}")):
+                if (ds_dir / "estimates").exists():
+                    est_paths.append((str(ds_dir / "estimates"), str(ds_dir)))
+        if validation is None and (r / "validate" / f"dt={dt}" / "validation").exists():
+            validation = str(r / "validate" / f"dt={dt}")
+        if history is None and (r / "evaluate").exists():
+            history = str(r / "evaluate")
+    if estimates is not None:
+        est_path, est_job = resolve_table(estimates, "estimates")
+        est_paths.append((est_path, est_job))
+    if diagnostics is not None:
+        diag_paths.append(resolve_table(diagnostics, "diagnostics")[0])
+
+    if adc is not None:
+        path, job = resolve_table(adc, "adc")
+        inp.adc = read_table(path, spark_factory)
+        inp.sources["adc"] = path
+        if (res := read_result(job)) is not None:
+            inp.results["adc"] = res
+    est_frames, diag_frames = [], []
+    for i, (path, job) in enumerate(est_paths):
+        est_frames.append(read_table(path, spark_factory))
+        inp.sources.setdefault("estimates", []).append(path)
+        if job is not None:
+            if (res := read_result(job)) is not None:
+                inp.results["evaluate" if len(est_paths) == 1 else f"evaluate[{Path(job).parent.name}]"] = res
+            if not diagnostics and (Path(job) / "diagnostics").exists():
+                diag_paths.append(str(Path(job) / "diagnostics"))
+    inp.estimates = _concat(est_frames)
+    inp.diagnostics = _concat([read_table(p, spark_factory) for p in diag_paths])
+    if diag_paths:
+        inp.sources["diagnostics"] = diag_paths
+    if validation is not None:
+        path, validate_dir = resolve_table(validation, "validation")
+        inp.validation = read_table(path, spark_factory)
+        inp.sources["validation"] = path
+        if (res := read_result(validate_dir)) is not None:
+            inp.results["validate"] = res
+        if validate_dir:  # a validate run that set nothing aside may have no quarantine/ directory
+            qdir = Path(validate_dir) / "quarantine"
+            inp.quarantine = quarantine_counts(qdir) if qdir.exists() else pd.DataFrame(columns=["table", "dt", "rows"])
+        docs = ((inp.results.get("validate") or {}).get("outputs") or {}).get("data_docs")
+        inp.data_docs = docs if docs and Path(docs).is_file() else find_data_docs(validate_dir)
+    if history is not None:
+        inp.history = read_history(history, spark_factory)
+        inp.sources["history"] = history
+    if ground_truth is not None:
+        gt = _local(ground_truth)
+        if gt.is_dir():
+            gt = gt / "ground_truth.json"
+        if not gt.exists():
+            raise UsageError(f"--ground-truth: no such file {ground_truth}")
+        with open(gt) as fh:
+            inp.ground_truth = json.load(fh)
+        inp.sources["ground_truth"] = str(gt)
+    return inp

@@ -1,0 +1,297 @@
+"""The scavenger DAGs: clean and cheap to import, the task graph and params of issue 6, strict validation.
+
+No Spark here (tests/test_airflow_e2e.py runs the DAGs). Skipped when Airflow is not installed.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DAGS = REPO / "airflow_dags"
+sys.path.insert(0, str(DAGS))
+
+from scavenger_airflow.testing import isolate_airflow_home  # noqa: E402
+
+isolate_airflow_home()
+pytest.importorskip("airflow.sdk")
+pytest.importorskip("airflow.providers.apache.spark.operators.spark_submit")
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: E402
+from airflow.sdk import CronDataIntervalTimetable  # noqa: E402
+from scavenger_airflow import config as C  # noqa: E402
+from scavenger_airflow.operators import ScavengerSparkSubmitOperator  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:GitWildMatchPattern:DeprecationWarning")  # Airflow's own
+
+DAG_FILES = {"scavenger_daily": DAGS / "scavenger_daily.py", "scavenger_evaluate": DAGS / "scavenger_evaluate.py"}
+
+_IMPORT_PROBE = textwrap.dedent("""
+    import json, sys, time, warnings
+    sys.path.insert(0, {dags!r})
+    # Airflow itself (and the provider) are the baseline, not the DAG file's cost.
+    import airflow.sdk, pendulum, croniter  # croniter runs `file` at its own import
+    import airflow.providers.apache.spark.operators.spark_submit
+    events = []
+    def audit(event, args):
+        if event == "open" and isinstance(args[0], str) and not args[0].endswith((".py", ".pyc", ".so")):
+            events.append(f"open {{args[0]}}")
+        elif event in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "socket.connect",
+                       "sqlite3.connect", "urllib.Request"):
+            events.append(f"{{event}} {{args[0]!r}}"[:200])
+    sys.addaudithook(audit)
+    warnings.simplefilter("error")
+    start = time.perf_counter()
+    module = __import__({name!r})
+    seconds = time.perf_counter() - start
+    print(json.dumps({{"seconds": seconds, "events": events, "dag_id": module.dag.dag_id,
+                      "pyspark": sorted(m for m in sys.modules if m.split(".")[0] == "pyspark"),
+                      "scavenger": sorted(m for m in sys.modules if m.split(".")[0] == "scavenger")}}))
+""")
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAG_FILES))
+def test_dag_file_imports_fast_without_warnings_spark_or_io(dag_id):
+    """A fresh interpreter imports the DAG file with warnings as errors in < 2 s, opening no file other than
+    Python modules, starting no process, touching no DB or socket, and importing neither pyspark nor scavenger."""
+    code = _IMPORT_PROBE.format(dags=str(DAGS), name=DAG_FILES[dag_id].stem)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probe = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert probe["dag_id"] == dag_id
+    assert probe["events"] == []
+    assert probe["pyspark"] == []
+    assert probe["scavenger"] == []
+    assert probe["seconds"] < 2.0
+
+
+def test_dagbag_has_both_dags_and_no_import_errors_or_warnings():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS))
+    assert bag.import_errors == {}
+    assert bag.captured_warnings == {}
+    assert sorted(bag.dag_ids) == sorted(DAG_FILES)
+    # helpers are not parsed as DAG files (.airflowignore)
+    assert {Path(s.file).name for s in bag.dagbag_stats} == {"scavenger_daily.py", "scavenger_evaluate.py"}
+
+
+@pytest.fixture(scope="module")
+def daily():
+    import scavenger_daily
+
+    return scavenger_daily.dag
+
+
+@pytest.fixture(scope="module")
+def evaluate_dag():
+    import scavenger_evaluate
+
+    return scavenger_evaluate.dag
+
+
+def _upstream(dag):
+    return {t.task_id: sorted(t.upstream_task_ids) for t in dag.tasks}
+
+
+def test_daily_task_graph(daily):
+    assert _upstream(daily) == {
+        "plan": [],
+        "validate": ["plan"],
+        "stats_jobs": ["plan"],
+        "stats": ["stats_jobs", "validate"],
+        "adc": ["plan", "stats"],
+        "evaluate_jobs": ["plan"],
+        "evaluate": ["adc", "evaluate_jobs"],
+        "report": ["evaluate", "plan"],
+    }
+    spark_tasks = {"validate", "stats", "adc", "evaluate", "report"}
+    mapped = {t.task_id for t in daily.tasks if t.is_mapped}
+    assert mapped == {"stats", "evaluate"}  # one job per registry dataset
+    for tid in spark_tasks:
+        task = daily.task_dict[tid]
+        cls = task.operator_class if tid in mapped else type(task)
+        assert issubclass(cls, ScavengerSparkSubmitOperator) and issubclass(cls, SparkSubmitOperator)
+
+
+def test_daily_schedule_backfill_retries_and_timeouts(daily):
+    assert isinstance(daily.timetable, CronDataIntervalTimetable)  # ds = the finished day the run processes
+    assert daily.timetable.expression == "0 0 * * *" and str(daily.timetable.timezone) == "UTC"
+    assert daily.catchup is True
+    assert daily.max_active_runs == 1  # backfill one dt at a time; the statistics store is shared
+    assert daily.dagrun_timeout == timedelta(hours=8)
+    for tid in ("validate", "adc", "report"):
+        task = daily.task_dict[tid]
+        assert task.retries >= 1
+        assert task.retry_exponential_backoff >= 2.0
+        assert task.max_retry_delay == timedelta(minutes=30)
+        assert task.execution_timeout == timedelta(hours=2)
+        assert task._conn_id == "spark_default"
+    for tid in ("stats", "evaluate"):
+        kwargs = daily.task_dict[tid].partial_kwargs
+        assert kwargs["retries"] >= 1 and kwargs["execution_timeout"] == timedelta(hours=2)
+        assert kwargs["conn_id"] == "spark_default"
+
+
+def test_evaluate_graph_and_params(evaluate_dag):
+    assert _upstream(evaluate_dag) == {"plan": [], "evaluate": ["plan"]}
+    assert isinstance(evaluate_dag.task_dict["evaluate"], ScavengerSparkSubmitOperator)
+    assert type(evaluate_dag.timetable).__name__ == "NullTimetable"  # schedule=None: manual triggers only
+    params = evaluate_dag.params
+    assert set(params.keys()) == {"logs", "decisions", "date_from", "date_to", "policies", "estimators",
+                                  "prior_mean", "adc_source", "adc_method"}
+    schema = {k: params.get_param(k).schema for k in params.keys()}
+    assert schema["estimators"]["items"]["enum"] == list(C.ESTIMATORS)
+    assert schema["adc_source"]["enum"] == list(C.ADC_SOURCES)
+    assert (schema["prior_mean"]["minimum"], schema["prior_mean"]["maximum"]) == C.PRIOR_MEAN_RANGE
+    assert params.validate()["adc_source"] == "estimate"
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("prior_mean", 5000, "greater than the maximum"),
+    ("prior_mean", "0.5", "is not of type"),
+    ("estimators", ["pi; rm -rf /"], "is not one of"),
+    ("estimators", ["slate_pi", "slate_pi"], "non-unique"),
+    ("logs", "-rf", "does not match"),
+    ("logs", "db.logs; DROP TABLE x", "does not match"),
+    ("logs", "relative/path", "does not match"),
+    ("decisions", "/data/d $(reboot)", "does not match"),
+    ("date_from", "2026-13-01", "is not a 'date'"),
+    ("date_to", "yesterday", "is not a 'date'"),
+    ("adc_source", "/etc/passwd", "is not one of"),
+    ("adc_method", "best", "is not one of"),
+    ("policies", ["a b"], "does not match"),
+])
+def test_bad_param_is_rejected_with_a_clear_message(evaluate_dag, key, value, words):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    params = copy.deepcopy(evaluate_dag.params)
+    with pytest.raises(ParamValidationError) as info:
+        params[key] = value
+    message = str(info.value)
+    assert f"Invalid input for param {key}" in message and words in message
+
+
+def test_cross_field_and_second_line_checks():
+    good = {"logs": "/data/logs", "decisions": "cat.db.decisions", "date_from": "2026-03-01",
+            "date_to": "2026-03-07", "policies": ["p1"], "estimators": ["slate_pi"], "prior_mean": 0.5,
+            "adc_source": "estimate", "adc_method": None}
+    assert C.evaluate_params(good)["prior_mean"] == 0.5
+    for change, words in [({"date_from": "2026-03-08"}, "param date_from 2026-03-08 is after date_to"),
+                          ({"date_from": "2024-01-01"}, "at most 366"),
+                          ({"logs": "/data/../etc"}, "param logs: '/data/../etc' is not allowed"),
+                          ({"date_to": "2026-02-30"}, "param date_to: '2026-02-30' is not a calendar date"),
+                          ({"prior_mean": True}, "param prior_mean: expected a number")]:
+        with pytest.raises(C.ConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
+            C.evaluate_params({**good, **change})
+
+
+def test_config_layers_and_rejections(tmp_path):
+    cfg = C.merge_config('{"root": "/srv/out", "window_days": 3}', '{"window_days": 5}')
+    assert (cfg["root"], cfg["window_days"], cfg["stats_dir"]) == ("/srv/out", 5, "/srv/out/stats-store")
+    for text, words in [('{"rooot": "/x"}', "unknown config key"),
+                        ('{"root": "out"}', "root: 'out' is not allowed"),
+                        ('{"window_days": 0}', "window_days: expected an integer"),
+                        ('{"registry": [{"name": "a", "decisions": "x; DROP TABLE y"}]}', "registry[0].decisions"),
+                        ('{"registry": [{"name": "a", "decisions": "/d"}, {"name": "a", "decisions": "/e"}]}',
+                         "appears twice"),
+                        ('{"spark_conf": {"spark.driver.extraJavaOptions": "$(id)"}}', "spark_conf[spark.driver"),
+                        ('{"spark_conf": {"--py-files": "x"}}', "spark_conf key"),
+                        ('{"report": "maybe"}', "report: 'maybe' is not one of"),
+                        ('{"validate": {"checks": "a; rm"}}', "validate.checks"),
+                        ('{"validate": {"reward_max": "1"}}', "validate.reward_max"),
+                        ('{"validate": {"extra": 1}}', "validate: expected an object"),
+                        ("[1]", "expected a JSON object")]:
+        with pytest.raises(C.ConfigError) as info:
+            C.merge_config(None, text)
+        assert words in str(info.value)
+
+
+def test_daily_plan_argv_for_one_dt():
+    cfg = C.merge_config(None, json.dumps({
+        "root": "/srv/out", "repo": "/opt/scavenger", "logs": "wh.logs", "window_days": 7,
+        "registry": [{"name": "main", "decisions": "/d/main", "policies": ["p1", "p2"]},
+                     {"name": "alt", "decisions": "wh.alt_decisions"}],
+        "estimators": ["slate_pi", "slate_ips"], "prior_mean": 0.25, "adc_method": "naive",
+        "spark_conf": {"spark.executor.memory": "4g"}, "report": "off"}))
+    plan = C.daily_plan(cfg, "2026-03-10", python="/usr/bin/python3", run_id="scheduled__2026-03-10T00:00:00+00:00")
+    rid = ["--run-id", "scheduled__2026-03-10T00:00:00+00:00"]
+    conf = {"spark.pyspark.python": "/usr/bin/python3", "spark.pyspark.driver.python": "/usr/bin/python3",
+            "spark.executor.memory": "4g"}
+    assert plan["validate"] == {"application": "/opt/scavenger/jobs/validate.py", "conf": conf, "skip_reason": "",
+                                "application_args": ["--logs", "wh.logs", "--from", "2026-03-10", "--to", "2026-03-10",
+                                                     "--out", "/srv/out/validate/dt=2026-03-10", *rid]}
+    assert plan["adc"]["application_args"] == [
+        "--logs", "wh.logs", "--from", "2026-03-04", "--to", "2026-03-10", "--stats-dir", "/srv/out/stats-store",
+        "--out", "/srv/out/adc/dt=2026-03-10", *rid]
+    assert [s["application_args"][-4:-2] for s in plan["stats"]] == [
+        ["--out", "/srv/out/stats/main/dt=2026-03-10"], ["--out", "/srv/out/stats/alt/dt=2026-03-10"]]
+    assert plan["evaluate"][0]["application"] == "/opt/scavenger/jobs/evaluate.py"
+    assert plan["evaluate"][0]["application_args"] == [
+        "--logs", "wh.logs", "--decisions", "/d/main", "--policies", "p1,p2", "--from", "2026-03-04",
+        "--to", "2026-03-10", "--estimators", "slate_pi,slate_ips", "--prior-mean", "0.25",
+        "--adc", "/srv/out/adc/dt=2026-03-10", "--adc-method", "naive", "--stats-dir", "/srv/out/stats-store",
+        "--out", "/srv/out/evaluate/main/dt=2026-03-10", *rid]
+    assert plan["evaluate"][1]["application_args"][:4] == ["--logs", "wh.logs", "--decisions", "wh.alt_decisions"]
+    assert plan["report"]["skip_reason"].startswith("report is off")
+
+
+def test_report_absence_is_tolerated_only_by_config(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "jobs").mkdir(parents=True)
+    (repo / "jobs" / "report.py").write_text("")
+    base = {"root": str(tmp_path / "out"), "repo": str(repo)}
+    required = C.daily_plan(C.merge_config(None, json.dumps({**base, "report": "required"})), "2026-03-10")
+    assert required["report"]["skip_reason"] == ""  # runs (and fails loudly if the job is missing)
+    lenient = C.daily_plan(C.merge_config(None, json.dumps({**base, "report": "if_available"})), "2026-03-10")
+    assert "does not exist in this checkout" in lenient["report"]["skip_reason"]
+    (repo / "lib" / "scavenger" / "commands").mkdir(parents=True)
+    (repo / "lib" / "scavenger" / "commands" / "report.py").write_text("")
+    present = C.daily_plan(C.merge_config(None, json.dumps({**base, "report": "if_available"})), "2026-03-10")
+    assert present["report"]["skip_reason"] == ""
+
+
+def test_enums_and_flags_match_the_jobs():
+    """The DAG's fixed enums are the jobs' own lists, and each job's parser accepts the argv the plan builds."""
+    evaluation = pytest.importorskip("scavenger.evaluation")
+    adc = pytest.importorskip("scavenger.estimators.adc")
+    assert C.ESTIMATORS == tuple(evaluation.ESTIMATORS)
+    assert C.ADC_METHODS == tuple(adc.METHODS)
+    from scavenger.cli import build_parser
+
+    cfg = C.merge_config(None, json.dumps({"estimators": list(C.ESTIMATORS), "prior_mean": 1.5,
+                                           "adc_method": "heuristic"}))
+    step = C.daily_plan(cfg, "2026-03-10", run_id="r1")["evaluate"][0]
+    args = build_parser().parse_args(["evaluate", *step["application_args"]])
+    assert args.estimators.split(",") == list(C.ESTIMATORS)
+    assert (args.prior_mean, args.adc_method, args.run_id) == (1.5, "heuristic", "r1")
+    assert args.date_from == "2026-03-04" and args.date_to == "2026-03-10"
+    cfg = C.merge_config(None, json.dumps({"validate": {"great_expectations": False, "checks": "a,d",
+                                                        "cramers_v_max": 0.2}}))
+    plan = C.daily_plan(cfg, "2026-03-10")
+    v = build_parser().parse_args(["validate", *plan["validate"]["application_args"]])
+    assert (v.no_great_expectations, v.checks, v.cramers_v_max, v.date_from, v.date_to) == \
+        (True, "a,d", 0.2, "2026-03-10", "2026-03-10")
+    a = build_parser().parse_args(["adc", *plan["adc"]["application_args"]])
+    assert (a.date_from, a.date_to, a.stats_dir) == ("2026-03-04", "2026-03-10", cfg["stats_dir"])
+    if C.job_exists(cfg, "report"):
+        r = build_parser().parse_args(["report", *plan["report"]["application_args"]])
+        assert (r.root, r.dt, r.out) == (cfg["root"], "2026-03-10", C.out_dir(cfg, "report", "2026-03-10"))
+
+
+def test_example_config_file_is_valid_and_read_from_the_env(tmp_path, monkeypatch):
+    example = DAGS / "scavenger_config.example.json"
+    monkeypatch.setenv("SCAVENGER_AIRFLOW_CONFIG", str(example))
+    cfg = C.merge_config(C.read_config_file(None), None)
+    assert [e["name"] for e in cfg["registry"]] == ["ranker_v2", "offline_candidates"]
+    assert cfg["stats_dir"] == "/data/scavenger/stats-store"
+    monkeypatch.setenv("SCAVENGER_AIRFLOW_CONFIG", str(tmp_path / "missing.json"))
+    with pytest.raises(C.ConfigError, match="cannot read the scavenger config file"):
+        C.read_config_file(None)

@@ -1,0 +1,267 @@
+"""End-to-end: both DAGs run for real (``dag.test()``, spark-submit, local master) on small generated logs.
+
+* ``scavenger_daily`` for one dt: every task succeeds, its tables equal a direct command-line run of the same
+  job (1e-9 relative), and a second run of the same dt leaves identical tables, replaces that dt's directories
+  (a planted stale file disappears) and leaves another dt's directory alone;
+* on ``contextual`` logs the run stops at the gate: ``validate`` fails (exit 3, no retry) with the failing check
+  in the log and in result.json, and every downstream task ends ``upstream_failed``;
+* ``scavenger_evaluate`` with params for the same window and the daily ADC table reproduces the daily estimates;
+  a run with a bad param is refused before any task runs.
+Skipped without Airflow; marked slow (each job is a spark-submit with its own JVM).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DAGS = REPO / "airflow_dags"
+sys.path.insert(0, str(DAGS))
+
+from scavenger_airflow.testing import isolate_airflow_home  # noqa: E402
+
+isolate_airflow_home()
+pytest.importorskip("airflow.sdk")
+pytest.importorskip("airflow.providers.apache.spark.operators.spark_submit")
+_MISSING = [c for c in ("validate", "adc", "evaluate")
+            if not (REPO / "lib" / "scavenger" / "commands" / f"{c}.py").exists()]
+if _MISSING:
+    pytest.skip(f"the jobs {_MISSING} do not exist yet", allow_module_level=True)
+
+import pendulum  # noqa: E402
+from scavenger_airflow import config as C  # noqa: E402
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.filterwarnings("ignore:GitWildMatchPattern:DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")]  # Airflow internals
+
+DAY1, DAY2 = "2026-03-01", "2026-03-02"
+RTOL = 1e-9
+VOLATILE = {"run_id"}  # columns that name the run, not the data
+
+
+def _load_dag(name: str):
+    """A private copy of a DAG file's DAG built with retries=0 (a failing job fails the test at once)."""
+    import importlib.util
+
+    old = os.environ.get("SCAVENGER_AIRFLOW_RETRIES")
+    os.environ["SCAVENGER_AIRFLOW_RETRIES"] = "0"
+    try:
+        spec = importlib.util.spec_from_file_location(f"{name}_e2e", DAGS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if old is None:
+            os.environ.pop("SCAVENGER_AIRFLOW_RETRIES")
+        else:
+            os.environ["SCAVENGER_AIRFLOW_RETRIES"] = old
+    assert module.dag.task_dict["plan"].retries == 0
+    return module.dag
+
+
+def _logical(day: str):
+    return pendulum.parse(day, tz="UTC")
+
+
+@pytest.fixture(scope="module")
+def airflow_db():
+    proc = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def sim(spark, tmp_path_factory):
+    from scavenger.simulation.generator import GeneratorConfig, generate
+
+    base = tmp_path_factory.mktemp("airflow_e2e")
+    # ranked layout (ads move between positions, so ADCs exist); its slates are drawn without replacement, so the
+    # gate runs checks a,b,c,e (check d, factorized logging, fails on ranked slates by design)
+    common = dict(layout="ranked", n_positions=3, n_ads=12, n_contexts=8, events_per_day=3000, start_date=DAY1,
+                  seed=11)
+    generate(spark, GeneratorConfig(logging="uniform", days=2, **common), str(base / "uniform"))
+    generate(spark, GeneratorConfig(logging="contextual", days=1, **common), str(base / "contextual"))
+    return base
+
+
+def _use_config(cfg: dict) -> None:
+    os.environ["AIRFLOW_VAR_SCAVENGER_CONFIG"] = json.dumps(cfg)
+
+
+def _config(sim: Path, root: Path, logs: str) -> dict:
+    return {"root": str(root), "logs": str(sim / logs / "logs"), "window_days": 2,
+            "registry": [{"name": "sim", "decisions": str(sim / logs / "decisions")}],
+            "validate": {"great_expectations": False, "checks": "a,b,c,e"},
+            "spark_conf": {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
+                           "spark.ui.enabled": "false"},
+            "report": "required" if C.job_exists({"repo": str(REPO)}, "report") else "if_available"}
+
+
+def _states(dag_run) -> dict:
+    return {(ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"): str(ti.state)
+            for ti in dag_run.get_task_instances()}
+
+
+def _tables(job_dir: Path) -> dict[str, pd.DataFrame]:
+    """Every Parquet table under a job's --out directory, keyed by its relative path, canonically ordered."""
+    out = {}
+    for parquet in sorted(job_dir.rglob("*.parquet")):
+        table_dir = parquet.parent
+        while table_dir.parent != job_dir and table_dir.name.startswith(("dt=", "policy_id=")):
+            table_dir = table_dir.parent
+        key = str(table_dir.relative_to(job_dir))
+        if key in out:
+            continue
+        df = pd.read_parquet(table_dir)
+        df = df[[c for c in df.columns if c not in VOLATILE]]
+        for c in df.columns:
+            if df[c].dtype == object:  # strings stay; lists/maps/arrays become canonical JSON
+                df[c] = df[c].map(lambda v: v if isinstance(v, str) or v is None else
+                                  json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, sort_keys=True,
+                                             default=str))
+            elif str(df[c].dtype) == "category":
+                df[c] = df[c].astype(str)
+        keys = [c for c in df.columns if not pd.api.types.is_float_dtype(df[c])]
+        out[key] = df.sort_values(keys).reset_index(drop=True) if keys else df
+    return out
+
+
+def _assert_same_tables(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for key in a:
+        pd.testing.assert_frame_equal(a[key], b[key], check_exact=False, rtol=RTOL, atol=0, obj=key)
+
+
+def _result(job_dir: Path) -> dict:
+    return json.loads((job_dir / "result.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def daily_runs(airflow_db, sim, tmp_path_factory):
+    """scavenger_daily run twice for DAY2 on uniform logs; snapshots of every job's tables after each run."""
+    dag = _load_dag("scavenger_daily")
+    root = tmp_path_factory.mktemp("daily_root")
+    cfg = _config(sim, root, "uniform")
+    _use_config(cfg)
+    jobs = {"validate": root / "validate" / f"dt={DAY2}", "stats": root / "stats" / "sim" / f"dt={DAY2}",
+            "adc": root / "adc" / f"dt={DAY2}", "evaluate": root / "evaluate" / "sim" / f"dt={DAY2}"}
+    first = dag.test(logical_date=_logical(DAY2))
+    states1 = _states(first)
+    snap1 = {name: _tables(d) for name, d in jobs.items()}
+    stale = jobs["adc"] / "stale-from-an-old-run.txt"
+    stale.write_text("x")
+    other_day = root / "adc" / f"dt={DAY1}"
+    other_day.mkdir(parents=True)
+    (other_day / "keep.txt").write_text("another dt")
+    second = dag.test(logical_date=_logical(DAY2))
+    return {"cfg": cfg, "root": root, "jobs": jobs, "states": (states1, _states(second)),
+            "snap": (snap1, {name: _tables(d) for name, d in jobs.items()}), "stale": stale, "other": other_day}
+
+
+def test_daily_run_succeeds_and_writes_each_jobs_tables(daily_runs):
+    states1, states2 = daily_runs["states"]
+    expected = {"plan", "validate", "stats_jobs", "stats[0]", "adc", "evaluate_jobs", "evaluate[0]", "report"}
+    assert set(states1) == expected
+    report_state = "success" if daily_runs["cfg"]["report"] == "required" else "skipped"
+    for states in (states1, states2):
+        assert {k: v for k, v in states.items() if k != "report"} == {k: "success" for k in expected - {"report"}}
+        assert states["report"] == report_state
+    snap = daily_runs["snap"][0]
+    jobs = daily_runs["jobs"]
+    for name, d in jobs.items():
+        result = _result(d)
+        assert (result["status"], result["exit_code"]) == ("ok", 0), (name, result.get("message"))
+    assert "validation" in snap["validate"]
+    assert (snap["validate"]["validation"]["verdict"] != "fail").all()
+    adc = snap["adc"]["adc"]
+    assert sorted(adc["position"].unique()) == [1, 2, 3]
+    est = snap["evaluate"]["estimates"]
+    decisions = pd.read_parquet(daily_runs["cfg"]["registry"][0]["decisions"])
+    assert set(est["policy_id"]) == set(decisions["policy_id"].astype(str))
+    assert set(est["estimator"]) <= set(C.ESTIMATORS) and {"factored", "scavenging_slate"} <= set(est["estimator"])
+    # ranked slates are sampled without replacement: check d (factorized logging) fails, so the evaluate job's
+    # gate leaves the PI-family estimators out of the default set and says so; the others carry their verdicts
+    assert not {"slate_pi", "slate_pi_plus_plus"} & set(est["estimator"])
+    assert est["checks"].str.contains("a:").all()
+    diag = snap["evaluate"]["diagnostics"]
+    assert diag["metric"].str.contains("gate_note: slate_pi: check\\(s\\) d failed", regex=True).any()
+    assert np.isfinite(est["value"].to_numpy(dtype=float)).any()
+    window_events = len(pd.read_parquet(daily_runs["cfg"]["logs"]))  # DAY1 and DAY2: the 2-day window
+    assert window_events == 6000 and (est["n_events"] == window_events).all()
+    # the day's statistics are in the shared store, partitioned by dt
+    store = Path(daily_runs["cfg"]["root"]) / "stats-store"
+    assert any(p.name == f"dt={DAY2}" for p in store.rglob("dt=*"))
+    # the evaluate task used the adc task's table of the same dt
+    assert _result(jobs["evaluate"])["inputs"]["adc"] == str(jobs["adc"])
+    if daily_runs["cfg"]["report"] == "required":
+        assert (daily_runs["root"] / "report" / f"dt={DAY2}" / "report.html").stat().st_size > 0
+
+
+def test_daily_tables_equal_a_direct_command_line_run(daily_runs, spark, tmp_path):
+    """The DAG's evaluate and adc outputs equal `scavenger <job>` run by hand with the same flags (fresh scan)."""
+    from scavenger.cli import main
+
+    cfg, jobs = daily_runs["cfg"], daily_runs["jobs"]
+    plan = C.daily_plan(C.merge_config(None, json.dumps(cfg)), DAY2)
+    for name, step in (("adc", plan["adc"]), ("evaluate", plan["evaluate"][0])):
+        args = list(step["application_args"])
+        args[args.index("--out") + 1] = str(tmp_path / name)
+        args[args.index("--stats-dir") + 1] = str(tmp_path / f"store-{name}")
+        assert main([name, *args]) == 0
+        _assert_same_tables(daily_runs["snap"][0][name], _tables(tmp_path / name))
+
+
+def test_second_run_of_a_dt_is_identical_and_replaces_only_that_dt(daily_runs):
+    snap1, snap2 = daily_runs["snap"]
+    for name in snap1:
+        _assert_same_tables(snap1[name], snap2[name])
+    assert not daily_runs["stale"].exists()
+    assert (daily_runs["other"] / "keep.txt").read_text() == "another dt"
+
+
+def test_contextual_logs_stop_at_the_gate(airflow_db, sim, tmp_path, capfd):
+    root = tmp_path / "gate_root"
+    _use_config(_config(sim, root, "contextual"))
+    run = _load_dag("scavenger_daily").test(logical_date=_logical(DAY1))
+    states = _states(run)
+    assert str(run.state) == "failed"
+    assert states["validate"] == "failed"
+    for tid in ("stats", "adc", "evaluate", "report"):
+        assert states[tid] == "upstream_failed", states
+    result = _result(root / "validate" / f"dt={DAY1}")
+    assert (result["exit_code"], result["status"]) == (3, "data_check_failed")
+    failed = [v for v in result["verdicts"] if v.get("verdict") == "fail"]
+    assert any(v.get("check", "").startswith("a.") for v in failed), failed
+    log = capfd.readouterr()
+    text = log.out + log.err
+    assert "scavenger job validate exited 3 (data check failed)" in text
+    assert result["message"].splitlines()[0] in text
+    assert not (root / "adc").exists() and not (root / "evaluate").exists()
+
+
+def test_evaluate_dag_reproduces_the_daily_estimates(daily_runs):
+    cfg = daily_runs["cfg"]
+    _use_config(cfg)
+    conf = {"logs": cfg["logs"], "decisions": cfg["registry"][0]["decisions"], "date_from": DAY1, "date_to": DAY2,
+            "adc_source": "daily"}
+    run = _load_dag("scavenger_evaluate").test(logical_date=_logical(DAY2), run_conf=conf)
+    assert _states(run) == {"plan": "success", "evaluate": "success"}
+    adhoc = list((daily_runs["root"] / "evaluate-adhoc").glob(f"{DAY1}_{DAY2}_*"))
+    assert len(adhoc) == 1
+    assert _result(adhoc[0])["inputs"]["adc"] == str(daily_runs["jobs"]["adc"])
+    _assert_same_tables(daily_runs["snap"][1]["evaluate"], _tables(adhoc[0]))
+
+
+def test_evaluate_dag_refuses_a_bad_param_before_running(airflow_db, daily_runs):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    _use_config(daily_runs["cfg"])
+    with pytest.raises(ParamValidationError, match="Invalid input for param prior_mean"):
+        _load_dag("scavenger_evaluate").test(logical_date=_logical(DAY1), run_conf={"prior_mean": -1.0})
