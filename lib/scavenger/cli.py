@@ -36,7 +36,9 @@ class JobContext:
         if self._spark is None:
             from .session import get_spark, parse_conf_pairs
 
-            conf = parse_conf_pairs(getattr(self.args, "conf", None))
+            from .progress import console_progress_conf
+
+            conf = {**console_progress_conf(), **parse_conf_pairs(getattr(self.args, "conf", None))}
             self._spark = get_spark(app_name=f"scavenger-{self.result.job}",
                                     master=getattr(self.args, "master", None), conf=conf)
         return self._spark

@@ -391,7 +391,10 @@ def run_window_gate(spark, logs: str, decisions: str | None, date_from, date_to,
     checks = sorted({c for e in estimators for c in checks_for(e)})
     logs_df = read_logs(spark, logs, date_from, date_to)
     dec_df = read_decisions(spark, decisions, date_from, date_to, policies) if decisions else None
-    result = run_gate(spark, logs_df, dec_df, checks=tuple(checks), config=gate_config)
+    from .progress import phase
+
+    with phase(spark, "gate", f"quarantine and checks {','.join(checks) or '-'} {date_from or ''}..{date_to or ''}"):
+        result = run_gate(spark, logs_df, dec_df, checks=tuple(checks), config=gate_config)
     quarantine_failed = [r for r in result.verdict_records()
                          if r.get("check") == "quarantine" and r.get("verdict") == "fail"]
     if quarantine_failed and gate_config.gate:

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..contract import DECISIONS, LOGS, conform, load_contract, read_logs, write_partitioned
+from ..progress import phase
 from ..errors import UsageError
 from . import model
 
@@ -555,9 +556,12 @@ def generate(spark, cfg: GeneratorConfig, out_dir: str, timings: dict | None = N
         for d in range(first, first + n_days):
             logging_per_day[dates[d].isoformat()] = list(world.base_values)
         events = _events(spark, world, first, n_days)
-        with _timed(timings, f"write_logs_{dates[first].isoformat()}" if n_days == 1 else "write_logs"):
+        span = f"{dates[first]}..{dates[first + n_days - 1]}"
+        with _timed(timings, f"write_logs_{dates[first].isoformat()}" if n_days == 1 else "write_logs"), \
+                phase(spark, "generate", f"logs {span}"):
             write_partitioned(_logs(world, events), logs_path)
-        with _timed(timings, f"write_decisions_{dates[first].isoformat()}" if n_days == 1 else "write_decisions"):
+        with _timed(timings, f"write_decisions_{dates[first].isoformat()}" if n_days == 1 else "write_decisions"), \
+                phase(spark, "generate", f"decisions {span}"):
             write_partitioned(_decisions(world, events), decisions_path)
 
     with _timed(timings, "count"):

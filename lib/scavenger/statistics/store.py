@@ -196,7 +196,10 @@ def window_statistics(spark, logs_source: str, decisions_source: str | None = No
         if derived_decisions is not None:
             extra = derived_decisions(spark, logs)
             decisions = extra if decisions is None else decisions.unionByName(extra)
-        scanned = split_by_dt(scan(logs, decisions, config))
+        from ..progress import phase
+
+        with phase(spark, "statistics", f"one scan of {len(missing)} day(s) {min(missing)}..{max(missing)}"):
+            scanned = split_by_dt(scan(logs, decisions, config))
         for d in missing:
             tables = scanned.get(d, {})
             per_day[d] = tables
