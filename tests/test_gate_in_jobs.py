@@ -43,7 +43,7 @@ def test_adc_refuses_contextual_logs_and_marks_when_reporting(gen, tmp_path):
     assert main(["adc", "--logs", logs, "--out", str(out2), "--gate", "report", "--no-great-expectations",
                  *SPARK_FLAGS]) == 0
     table = pd.read_parquet(out2 / "adc")
-    assert (table["checks"] == "a:fail b:pass").all() or table["checks"].str.startswith("a:fail").all()
+    assert table["checks"].str.fullmatch(r"a:fail b:(pass|warn|fail)").all()
 
 
 def test_evaluate_gates_per_estimator_on_ranked_logs(gen, tmp_path):
