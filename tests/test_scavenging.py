@@ -255,3 +255,27 @@ def test_generator_multi_base_policy(spark, tmp_path):
     assert rows.loc["clt", "supported_share"] == 1.0
     assert abs(rows.loc["clt", "value"] - v) <= 3 * rows.loc["clt", "std_error"]
     assert rows.loc["bound", "ci_low"] <= v <= rows.loc["bound", "ci_high"]
+
+
+@pytest.mark.parametrize("n_match", [0, 1, 2])
+def test_clt_needs_two_matched_events(n_match):
+    """Seed 001 scavenging: with fewer than 2 matched events there is no CLT interval (NaN, not zero width);
+    the Theorem 3 bound row is still given. With 2 it is the plain numpy value."""
+    import pandas as pd
+
+    actions = pd.DataFrame({"key": [1, 2], "t": [5, 7]})
+    targets = pd.DataFrame({"key": [1], "n_target": [4], "n_match": [n_match], "s_r": [float(n_match > 0) * 1.0],
+                            "s_r2": [float(n_match > 0) * 1.0]})
+    est = S.scavenging_estimate(actions, targets, n_events=12, log_k=math.log(10), delta=0.05)
+    assert math.isclose(est["value"], (1.0 if n_match else 0.0) / 5, rel_tol=1e-12)
+    assert math.isfinite(est["bound"][1])
+    rows = pd.DataFrame(S._rows("p", "scavenging_slate", est, 12, 10.0, 0.95, 0.05)).set_index("interval_kind")
+    if n_match < 2:
+        assert math.isnan(est["std_error"]) and all(math.isnan(x) for x in est["clt"])
+        assert math.isnan(rows.loc["clt", "ci_low"]) and math.isnan(rows.loc["clt", "ci_high"])
+        assert math.isnan(rows.loc["clt", "value"]) == (n_match == 0)
+        assert rows.loc["bound", "value"] == est["value"]
+    else:
+        x = np.array([1.0, 0.0, 0.0, 0.0, 0.0])      # one click among the 5 events of action 1
+        se = math.sqrt(x.var(ddof=1) / 5)
+        assert math.isclose(est["std_error"], se, rel_tol=1e-9)

@@ -244,12 +244,6 @@ def estimates_from_stats(stats: WindowStats, options: EvaluateOptions, adc_table
     for df in scav:
         for _, r in df.iterrows():
             value, se, lo, hi = r["value"], r["std_error"], r["ci_low"], r["ci_high"]
-            if r["interval_kind"] == "clt" and int(r["n_matched"]) < 2:
-                # fewer than two logged events agree with the target: no variance to speak of, so no CLT
-                # interval (a zero-width one would claim certainty); the bound row still says what is known
-                se = lo = hi = math.nan
-                if int(r["n_matched"]) == 0:
-                    value = math.nan
             rows.append(_row(r["policy_id"], r["estimator"], value, se, lo, hi,
                              r["interval_kind"], int(r["n_events"]), window, r["level"],
                              supported_share=r["supported_share"], unsupported_share=r["unsupported_share"],

@@ -6,11 +6,12 @@ import datetime as _dt
 import json
 import math
 import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
 def new_run_id() -> str:
@@ -34,6 +35,53 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def _rename_exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
+
+
+@contextlib.contextmanager
+def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
+    """Build a whole directory, then commit it as ``target`` at once (temp dir + rename).
+
+    Yields a hidden, empty sibling directory (``.<name>.tmp-<token>``); write every file of the table there. On
+    success it replaces ``target``: swapped in one step where the OS can (Linux renameat2), otherwise the old
+    directory is renamed aside and the new one renamed in, so a reader (or a process killed at any moment) finds
+    the old complete directory, the new complete one, or -- in the instant between those two renames -- none;
+    never a half-written one. On an exception the temp directory is removed and ``target`` is left untouched.
+    Leftovers of a killed process are hidden siblings (``.<name>.tmp-*``/``.<name>.old-*``) that readers skip.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex[:12]
+    tmp = target.parent / f".{target.name}.tmp-{token}"
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if target.is_dir() and _rename_exchange(tmp, target):
+        shutil.rmtree(tmp, ignore_errors=True)   # now holds the previous version
+        return
+    old = target.parent / f".{target.name}.old-{token}"
+    if target.exists() or target.is_symlink():
+        os.replace(target, old)
+    os.replace(tmp, target)
+    if old.is_dir() and not old.is_symlink():
+        shutil.rmtree(old, ignore_errors=True)
+    elif old.exists() or old.is_symlink():
+        old.unlink()
 
 
 @dataclass

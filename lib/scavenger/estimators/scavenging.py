@@ -55,6 +55,8 @@ def scavenging_estimate(actions: pd.DataFrame, targets: pd.DataFrame, n_events: 
     """One target's estimate from ``actions`` (key, t) and its ``targets`` rows (key, n_target, n_match, s_r, s_r2).
 
     Returns value, CLT std_error, Theorem 3 (or 4 with ``uniform``) half-width, supported/unsupported share.
+    With fewer than 2 matched events the CLT std_error and interval are NaN (and ``clt_value`` too when none
+    matched): a CLT interval needs a variance.
     """
     T_by = dict(zip(actions["key"], actions["t"].astype(float)))
     key = targets["key"].to_numpy()
@@ -81,17 +83,28 @@ def scavenging_estimate(actions: pd.DataFrame, targets: pd.DataFrame, n_events: 
         se = math.sqrt(float(np.sum(np.maximum(s2, 0.0) / Ts)))
         half = theorem3_halfwidth(Ts, T_total, log_k, delta, reward_range) if unsupported == 0 else math.inf
     z = float(norm.ppf(0.5 + level / 2))
-    return {"value": value, "std_error": se, "clt": (value - z * se, value + z * se),
+    clt = (value - z * se, value + z * se)
+    matched = float(n_match.sum())
+    if matched < 2:
+        # Fewer than two logged events agree with the target: there is no variance to speak of, so no CLT
+        # interval (a zero-width one would claim certainty; with none matched there is no value either). The
+        # Theorem 3/4 bound still says what is known.
+        se, clt = math.nan, (math.nan, math.nan)
+        clt_value = math.nan if matched == 0 else value
+    else:
+        clt_value = value
+    return {"value": value, "clt_value": clt_value, "std_error": se, "clt": clt,
             "bound": (value - half, value + half), "halfwidth": half,
             "supported_share": 1.0 - unsupported, "unsupported_share": unsupported,
-            "n_matched": float(n_match.sum()), "actions_used": int(sup.sum()), "T_total": T_total}
+            "n_matched": matched, "actions_used": int(sup.sum()), "T_total": T_total}
 
 
 def _rows(policy_id, estimator, est, n_events, n_actions, level, delta, note=""):
     out = []
     for kind in ("clt", "bound"):
         lo, hi = est[kind]
-        out.append({"policy_id": policy_id, "estimator": estimator, "value": est["value"],
+        value = est.get("clt_value", est["value"]) if kind == "clt" else est["value"]
+        out.append({"policy_id": policy_id, "estimator": estimator, "value": value,
                     "std_error": est["std_error"], "ci_low": lo, "ci_high": hi, "interval_kind": kind,
                     "n_events": n_events, "supported_share": est["supported_share"],
                     "unsupported_share": est["unsupported_share"], "n_matched": est["n_matched"],

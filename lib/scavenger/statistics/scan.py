@@ -1,8 +1,11 @@
 """One scan of the logs (joined with the decisions on (dt, event_id)) -> small additive tables.
 
-Everything on the row path is built-in Spark SQL (higher-order functions ``filter``/``aggregate``/``transform``,
-``explode``, ``xxhash64``); no Python UDFs, nothing row-level reaches the driver. The prepared input of the
-requested days is persisted once and every table below is an aggregation of that one scan. All tables carry
+Everything on the row path is built-in Spark SQL; no Python UDFs, nothing row-level reaches the driver. Slates are
+flattened first (``flatten_events``/``flatten_decisions``): slot k becomes scalar columns (a_k, mu_k, w_k; d_a_k,
+d_p_k) read from the position-sorted array, so the hot path is code-generated expressions; per-row lambdas
+(``filter``/``aggregate``, interpreted and slow) run only for rows off the contract's shape (gaps, stochastic
+decisions with several entries per position). The flat events of the requested days are persisted and every
+table below is an aggregation of them (joined with the decisions for the policy tables). All tables carry
 ``dt`` so a multi-day scan splits into per-day tables, and every value column is a count, a sum, or a max: a
 window is the sum (max) over its days (``statistics.tables.merge``).
 
@@ -97,16 +100,194 @@ def slate_key_col(slots_col, prob_filter: bool = False):
     return F.xxhash64(text)
 
 
-def prepare_events(logs):
-    """Per event: dt, event_id, logging_policy, slots, r, missing-propensity flag, k (slate size)."""
+_SEP = "\u0001"
+
+
+def _flat_slate_key(ads):
+    """slate_key_col of a slate with exactly one entry per position 1..K, from its ad columns (same text, same
+    hash): xxhash64('1:a_1' SEP '2:a_2' ...)."""
     from pyspark.sql import functions as F
 
-    return logs.select(
-        F.col("dt"), F.col("event_id"), F.col("context_id"), F.col("logging_policy"), F.col("slots"),
-        slate_reward_col().alias("r"),
-        F.exists(F.col("slots"), lambda s: s["propensity"].isNull()).alias("missing_prop"),
-        F.size(F.col("slots")).alias("k"),
-    )
+    return F.xxhash64(F.concat_ws(_SEP, *[F.concat(F.lit(f"{k + 1}:"), a) for k, a in enumerate(ads)]))
+
+
+def _all(conds):
+    out = conds[0]
+    for c in conds[1:]:
+        out = out & c
+    return out
+
+
+def _any(conds):
+    out = conds[0]
+    for c in conds[1:]:
+        out = out | c
+    return out
+
+
+def _total(terms):
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out
+
+
+def _at_position(k: int):
+    """Lambda for F.filter: the slot at position k (a factory, since PySpark reads a lambda's arity)."""
+    from pyspark.sql import functions as F
+
+    return lambda s: s["position"] == F.lit(k)
+
+
+def _pi_adder(k: int, ad, positive: bool = False):
+    """Lambda for F.aggregate over decision entries: acc + probability of the entries (position k, ad)."""
+    from pyspark.sql import functions as F
+
+    def add(acc, d):
+        cond = (d["position"] == F.lit(k)) & (d["ad_id"] == ad)
+        if positive:
+            cond = cond & (d["probability"] > 0)
+        return acc + F.when(cond, d["probability"]).otherwise(F.lit(0.0))
+    return add
+
+
+def k_max(logs) -> int:
+    """Largest slate size in the logs (0 when empty): K of the slate moments when not configured."""
+    from pyspark.sql import functions as F
+
+    row = logs.select(F.max(F.size(F.col("slots"))).alias("k")).collect()[0]
+    return int(row["k"] or 0)
+
+
+def flatten_events(logs, K: int, keys: bool = False):
+    """One row per event with the slate as scalar columns a_k (ad), mu_k (propensity), w_k (reward, nullable) for
+    k = 1..K, so the hot path uses plain (code-generated) expressions instead of per-row lambdas.
+
+    ``exact``: the slots are exactly positions 1..K (the contract's shape); then slot k is element k of the
+    position-sorted array. Other rows (gaps, other sizes) take slot k as the first slot with position k and keep
+    their original array in ``rest`` for the few statistics that need every slot. ``r`` = slate reward (or the sum
+    of slot rewards), ``clicked`` = some slot reward is nonzero, ``lkey`` (``keys``) = the logged slate's key.
+    """
+    from pyspark.sql import functions as F
+
+    src = logs.select(F.col("dt"), F.col("event_id"), F.col("logging_policy"), F.col("slots"),
+                      F.col("slate_reward"), F.sort_array(F.col("slots")).alias("_ss"))
+    exact = _all([F.size(F.col("slots")) == F.lit(K)]
+                 + [F.try_element_at(F.col("_ss"), F.lit(k)).getField("position") == F.lit(k)
+                    for k in range(1, K + 1)])
+    slot_cols = []
+    for k in range(1, K + 1):
+        fast = F.try_element_at(F.col("_ss"), F.lit(k))
+        slow = F.try_element_at(F.filter(F.col("slots"), _at_position(k)), F.lit(1))
+        slot_cols.append(F.when(F.col("_exact"), fast).otherwise(slow).alias(f"_s{k}"))
+    staged = src.select(F.col("dt"), F.col("event_id"), F.col("logging_policy"), F.col("slots"),
+                        F.col("slate_reward"), F.col("_ss"), exact.alias("_exact"))
+    staged = staged.select(*[F.col(c) for c in staged.columns], *slot_cols)
+    a = [F.col(f"_s{k}").getField("ad_id") for k in range(1, K + 1)]
+    mu = [F.col(f"_s{k}").getField("propensity") for k in range(1, K + 1)]
+    w = [F.col(f"_s{k}").getField("reward") for k in range(1, K + 1)]
+    ex = F.col("_exact")
+    slots = F.col("slots")
+    slot_sum = F.aggregate(slots, F.lit(0.0), lambda acc, s: acc + F.coalesce(s["reward"], F.lit(0.0)))
+    fast_sum = _total([F.coalesce(x, F.lit(0.0)) for x in w])
+    r = F.coalesce(F.col("slate_reward"), F.when(ex, fast_sum).otherwise(slot_sum))
+    missing = F.when(ex, _any([x.isNull() for x in mu])).otherwise(
+        F.exists(slots, lambda s: s["propensity"].isNull()))
+    n_null = F.when(ex, _total([F.when(x.isNull(), 1).otherwise(0) for x in w])).otherwise(
+        F.aggregate(slots, F.lit(0), lambda acc, s: acc + F.when(s["reward"].isNull(), 1).otherwise(0)))
+    clicked = F.when(ex, _any([F.coalesce(x, F.lit(0.0)) != F.lit(0.0) for x in w])).otherwise(
+        F.exists(slots, lambda s: F.coalesce(s["reward"], F.lit(0.0)) != F.lit(0.0)))
+    cols = [F.col("dt"), F.col("event_id"), F.col("logging_policy"), ex.alias("exact"),
+            F.size(slots).alias("k"), r.alias("r"), missing.alias("missing_prop"), n_null.alias("n_null_reward"),
+            clicked.alias("clicked"), F.when(~ex, slots).alias("rest")]
+    if keys:
+        cols.append(F.when(ex, _flat_slate_key(a)).otherwise(slate_key_col(slots)).alias("lkey"))
+    for k in range(K):
+        cols += [a[k].alias(f"a_{k + 1}"), mu[k].alias(f"mu_{k + 1}"), w[k].alias(f"w_{k + 1}")]
+    return staged.select(*cols)
+
+
+def _logged_slots(K: int):
+    """The event's slots as an array (rebuilt from the flat columns when exact, else ``rest``)."""
+    from pyspark.sql import functions as F
+
+    rebuilt = F.array(*[F.struct(F.lit(k).alias("position"), F.col(f"a_{k}").alias("ad_id"),
+                                 F.col(f"mu_{k}").alias("propensity"), F.col(f"w_{k}").alias("reward"))
+                        for k in range(1, K + 1)])
+    return F.when(F.col("exact"), rebuilt).otherwise(F.col("rest"))
+
+
+def flatten_decisions(decisions, K: int, keys: bool = False):
+    """One row per (policy, event) with the decision as scalar columns d_a_k, d_p_k when it has exactly one entry
+    per position 1..K (``one``: every deterministic slate); other decisions keep their array in ``drest``.
+    ``deterministic``: every probability is 0 or 1; ``tkey`` (``keys``, deterministic decisions): the key of the
+    slate of its probability-1 entries."""
+    from pyspark.sql import functions as F
+
+    src = decisions.select(F.col("dt"), F.col("event_id"), F.col("policy_id"), F.col("base_policy"),
+                           F.col("slots"), F.sort_array(F.col("slots")).alias("_ds"))
+    one = _all([F.size(F.col("slots")) == F.lit(K)]
+               + [F.try_element_at(F.col("_ds"), F.lit(k)).getField("position") == F.lit(k)
+                  for k in range(1, K + 1)])
+    staged = src.select(F.col("dt"), F.col("event_id"), F.col("policy_id"), F.col("base_policy"),
+                        F.col("slots"), F.col("_ds"), one.alias("one"))
+    d_a = [F.try_element_at(F.col("_ds"), F.lit(k)).getField("ad_id") for k in range(1, K + 1)]
+    d_p = [F.try_element_at(F.col("_ds"), F.lit(k)).getField("probability") for k in range(1, K + 1)]
+    on = F.col("one")
+    det = F.when(on, _all([(p == F.lit(0.0)) | (p == F.lit(1.0)) for p in d_p])).otherwise(
+        F.forall(F.col("slots"), lambda d: (d["probability"] == 0.0) | (d["probability"] == 1.0)))
+    cols = [F.col("dt"), F.col("event_id"), F.col("policy_id"), F.col("base_policy"), on.alias("one"),
+            det.alias("deterministic"), F.when(~on, F.col("slots")).alias("drest")]
+    if keys:
+        full = on & _all([p == F.lit(1.0) for p in d_p])
+        cols.append(F.when(full, _flat_slate_key(d_a)).otherwise(
+            F.when(det, slate_key_col(F.col("slots"), prob_filter=True))).alias("tkey"))
+    for k in range(K):
+        cols += [F.when(on, d_a[k]).alias(f"d_a_{k + 1}"), F.when(on, d_p[k]).alias(f"d_p_{k + 1}")]
+    return staged.select(*cols)
+
+
+def _decision_slots(K: int):
+    from pyspark.sql import functions as F
+
+    rebuilt = F.array(*[F.struct(F.lit(k).alias("position"), F.col(f"d_a_{k}").alias("ad_id"),
+                                 F.col(f"d_p_{k}").alias("probability")) for k in range(1, K + 1)])
+    return F.when(F.col("one"), rebuilt).otherwise(F.col("drest"))
+
+
+def join_decisions(events, decisions, K: int, keys: bool = False):
+    """Flat events x flat decisions on (dt, event_id): one row per (event, policy) with r, Y_k = pi_k(a_k|x) /
+    mu_k(a_k|x) (null when the propensity is missing or zero), ``miss`` (some Y_k null), ``reorder`` (a
+    deterministic decision showing exactly the logged ads) and the columns the factored tables need."""
+    from pyspark.sql import functions as F
+
+    joined = events.join(decisions, on=["dt", "event_id"], how="inner")
+    both = F.col("exact") & F.col("one")
+    a = [F.col(f"a_{k}") for k in range(1, K + 1)]
+    d_a = [F.col(f"d_a_{k}") for k in range(1, K + 1)]
+    d_p = [F.col(f"d_p_{k}") for k in range(1, K + 1)]
+    ys = []
+    for k in range(1, K + 1):
+        fast = F.when(d_a[k - 1] == a[k - 1], d_p[k - 1]).otherwise(F.lit(0.0))
+        slow = F.aggregate(F.col("drest"), F.lit(0.0), _pi_adder(k, F.col(f"a_{k}")))
+        pi = F.when(F.col("one"), fast).otherwise(slow)
+        ys.append(F.try_divide(pi, F.col(f"mu_{k}")).alias(f"Y_{k}"))
+    logged_ads = F.transform(_logged_slots(K), lambda s: s["ad_id"])
+    target_ads = F.transform(F.filter(_decision_slots(K), lambda d: d["probability"] > 0), lambda d: d["ad_id"])
+    fast_reorder = F.sort_array(F.array(*d_a)) == F.sort_array(F.array(*a))
+    full = F.col("one") & _all([p == F.lit(1.0) for p in d_p])
+    reorder = F.col("deterministic") & F.when(both & full, fast_reorder).otherwise(
+        F.sort_array(target_ads) == F.sort_array(logged_ads))
+    cols = [F.col("dt"), F.col("event_id"), F.col("policy_id"), F.col("logging_policy"), F.col("base_policy"),
+            F.col("r"), F.col("deterministic"), reorder.alias("reorder"), F.col("clicked"),
+            F.col("exact"), F.col("one"), F.col("rest"), F.col("drest"), *ys]
+    if keys:
+        cols += [F.col("lkey"), F.col("tkey")]
+    for k in range(1, K + 1):
+        cols += [F.col(f"a_{k}"), F.col(f"w_{k}"), F.col(f"mu_{k}"), F.col(f"d_a_{k}"), F.col(f"d_p_{k}")]
+    staged = joined.select(*cols)
+    miss = _any([F.col(f"Y_{k}").isNull() for k in range(1, K + 1)]) if K else F.lit(False)
+    return staged.select(*[F.col(c) for c in staged.columns], miss.alias("miss"))
 
 
 def _log_summary(events):
@@ -118,15 +299,14 @@ def _log_summary(events):
         F.sum(F.col("r")).alias("s_r"),
         F.sum(F.col("r") * F.col("r")).alias("s_r2"),
         F.sum(F.col("missing_prop").cast("long")).alias("n_missing_propensity"),
-        F.sum(F.aggregate(F.col("slots"), F.lit(0), lambda a, s: a + F.when(s["reward"].isNull(), 1).otherwise(0))
-              ).cast("long").alias("n_null_reward"),
+        F.sum(F.col("n_null_reward")).cast("long").alias("n_null_reward"),
         F.max(F.col("k")).alias("k_max"),
         F.max(F.col("r")).alias("r_max"),
         F.min(F.col("r")).alias("r_min"),
     )
 
 
-def _ad_position(events, config: StatsConfig):
+def _ad_position(events, config: StatsConfig, K: int):
     from pyspark.sql import functions as F
 
     B = config.bootstrap
@@ -134,7 +314,7 @@ def _ad_position(events, config: StatsConfig):
     weights = (F.transform(F.sequence(F.lit(0), F.lit(B - 1)), lambda b: poisson_weight(
         hash_uniform(F.lit(config.seed), b, F.col("event_id")))) if B > 0 else F.lit(None).cast("array<int>"))
     slots = events.select(F.col("dt"), F.col("logging_policy"), weights.alias("w"),
-                          F.explode(F.col("slots")).alias("s"))
+                          F.explode(_logged_slots(K)).alias("s"))
     flat = slots.select(
         F.col("dt"), F.col("logging_policy"), F.col("w"),
         F.col("s.ad_id").alias("ad_id"), F.col("s.position").alias("position"),
@@ -148,189 +328,198 @@ def _ad_position(events, config: StatsConfig):
     return flat.groupBy("dt", "logging_policy", "ad_id", "position").agg(*aggs)
 
 
-def join_decisions(events, decisions):
-    """Events x decisions on (dt, event_id): one row per (event, policy)."""
-    from pyspark.sql import functions as F
-
-    dec = decisions.select(F.col("dt"), F.col("event_id"), F.col("policy_id"),
-                           F.col("slots").alias("dslots"), F.col("base_policy"))
-    joined = events.join(dec, on=["dt", "event_id"], how="inner")
-    det = F.forall(F.col("dslots"), lambda d: (d["probability"] == 0.0) | (d["probability"] == 1.0))
-    return joined.select(
-        F.col("dt"), F.col("event_id"), F.col("logging_policy"), F.col("slots"), F.col("r"),
-        F.col("missing_prop"), F.col("policy_id"), F.col("dslots"), F.col("base_policy"),
-        det.alias("deterministic"),
-    )
-
-
-def _policy_events(joined):
-    from pyspark.sql import functions as F
-
-    return joined.groupBy("dt", "policy_id").agg(
-        F.count(F.lit(1)).alias("n_events"),
-        F.sum(F.col("deterministic").cast("long")).alias("n_deterministic"),
-        F.sum(F.col("base_policy").isNotNull().cast("long")).alias("n_with_base"),
-        F.sum((F.col("deterministic") & (
-            F.sort_array(F.transform(F.filter(F.col("dslots"), lambda d: d["probability"] > 0), lambda d: d["ad_id"]))
-            == F.sort_array(F.transform(F.col("slots"), lambda s: s["ad_id"])))).cast("long")).alias("n_reorder"),
-    )
-
-
 def _slate_actions(events):
     from pyspark.sql import functions as F
 
-    return (events.select(F.col("dt"), slate_key_col(F.col("slots")).alias("slate_key"))
-            .groupBy("dt", "slate_key").agg(F.count(F.lit(1)).alias("t")))
+    return events.groupBy(F.col("dt"), F.col("lkey").alias("slate_key")).agg(F.count(F.lit(1)).alias("t"))
 
 
-def _slate_targets(joined):
+def _policy_groups(joined, K: int):
+    """One aggregation per (dt, policy_id, logging_policy, base_policy) with everything the policy_events,
+    base_targets and slate_moments tables need (split on the driver by :func:`_split_policy_groups`)."""
     from pyspark.sql import functions as F
 
-    det = joined.where(F.col("deterministic"))
-    keyed = det.select(
-        F.col("dt"), F.col("policy_id"), F.col("r"),
-        slate_key_col(F.col("dslots"), prob_filter=True).alias("slate_key"),
-        slate_key_col(F.col("slots")).alias("logged_key"),
-    )
-    match = (F.col("slate_key") == F.col("logged_key")).cast("long")
-    return keyed.groupBy("dt", "policy_id", "slate_key").agg(
-        F.count(F.lit(1)).alias("n_target"),
-        F.sum(match).alias("n_match"),
-        F.sum(match * F.col("r")).alias("s_r"),
-        F.sum(match * F.col("r") * F.col("r")).alias("s_r2"),
-    )
-
-
-def _base_targets(joined):
-    from pyspark.sql import functions as F
-
-    rows = joined.where(F.col("base_policy").isNotNull())
-    match = (F.col("base_policy") == F.col("logging_policy")).cast("long")
-    return rows.groupBy("dt", "policy_id", "base_policy").agg(
-        F.count(F.lit(1)).alias("n_target"),
-        F.sum(match).alias("n_match"),
-        F.sum(match * F.col("r")).alias("s_r"),
-        F.sum(match * F.col("r") * F.col("r")).alias("s_r2"),
-    )
-
-
-def _factored(joined):
-    """Logged slots with nonzero reward x the target's entries for the same ad (its positions and probabilities)."""
-    from pyspark.sql import functions as F
-
-    slots = joined.select(F.col("dt"), F.col("policy_id"), F.col("dslots"), F.explode(F.col("slots")).alias("s"))
-    clicked = slots.select(
-        F.col("dt"), F.col("policy_id"), F.col("s.ad_id").alias("ad_id"), F.col("s.position").alias("pos_i"),
-        F.coalesce(F.col("s.reward"), F.lit(0.0)).alias("reward"),
-        F.filter(F.col("dslots"), lambda d: (d["ad_id"] == F.col("s.ad_id")) & (d["probability"] > 0)).alias("tgt"),
-    ).where((F.col("reward") != 0.0) & (F.size(F.col("tgt")) > 0))
-    single = (clicked.select(F.col("dt"), F.col("policy_id"), F.col("ad_id"), F.col("pos_i"), F.col("reward"),
-                             F.explode(F.col("tgt")).alias("d"))
-              .groupBy("dt", "policy_id", "ad_id", "pos_i", F.col("d.position").alias("pos_j"))
-              .agg(F.sum(F.col("reward") * F.col("d.probability")).alias("s_rp"),
-                   F.sum(F.col("reward") * F.col("reward") * F.col("d.probability")).alias("s_r2p")))
-    pairs = F.flatten(F.transform(F.col("tgt"), lambda x: F.transform(F.col("tgt"), lambda y: F.struct(
-        x["position"].alias("j"), y["position"].alias("j2"), (x["probability"] * y["probability"]).alias("pp")))))
-    square = (clicked.select(F.col("dt"), F.col("policy_id"), F.col("ad_id"), F.col("pos_i"), F.col("reward"),
-                             F.explode(pairs).alias("q"))
-              .groupBy("dt", "policy_id", "ad_id", "pos_i", F.col("q.j").alias("pos_j"), F.col("q.j2").alias("pos_j2"))
-              .agg(F.sum(F.col("reward") * F.col("reward") * F.col("q.pp")).alias("s_r2pp")))
-    return single, square
-
-
-def _target_placements(joined):
-    """Expected placements of each ad by the target: sum over events of pi(ad at j | x_t)."""
-    from pyspark.sql import functions as F
-
-    return (joined.select(F.col("dt"), F.col("policy_id"), F.explode(F.col("dslots")).alias("d"))
-            .where(F.col("d.probability") > 0)
-            .groupBy("dt", "policy_id", F.col("d.ad_id").alias("ad_id"), F.col("d.position").alias("pos_j"))
-            .agg(F.sum(F.col("d.probability")).alias("s_p")))
-
-
-def _slate_moments(joined, K: int):
-    """Sums of estimators/slate.py:SlateMoments per (dt, policy_id, logging_policy); Y_k = pi_k(a_k|x)/mu_k(a_k|x)."""
-    from pyspark.sql import functions as F
-
-    def y_at(k):
-        logged = F.try_element_at(F.filter(F.col("slots"), lambda s: s["position"] == F.lit(k)), F.lit(1))
-        pi = F.aggregate(
-            F.filter(F.col("dslots"), lambda d: (d["position"] == F.lit(k)) & (d["ad_id"] == logged["ad_id"])),
-            F.lit(0.0), lambda acc, d: acc + d["probability"])
-        return pi / logged["propensity"]
-
-    ys = joined.select(
-        F.col("dt"), F.col("policy_id"), F.col("logging_policy"), F.col("r"),
-        F.array(*[y_at(k) for k in range(1, K + 1)]).alias("Y"),
-    )
-    ys = ys.select(
-        F.col("dt"), F.col("policy_id"), F.col("logging_policy"), F.col("r"), F.col("Y"),
-        F.exists(F.col("Y"), lambda y: y.isNull()).alias("miss"),
-    )
     ok = ~F.col("miss")
 
     def s(expr):
         return F.sum(F.when(ok, expr))
 
     r = F.col("r")
-    Y = [F.col("Y")[k] for k in range(K)]
-    W = Y[0]
-    for y in Y[1:]:
-        W = W * y
-    pairs = [(j, k) for j in range(K) for k in range(K)]
-    return ys.groupBy("dt", "policy_id", "logging_policy").agg(
-        F.sum(ok.cast("long")).alias("n"),
-        F.sum(F.col("miss").cast("long")).alias("n_missing_propensity"),
-        s(r).alias("s_r"), s(r * r).alias("s_r2"),
-        F.array(*[s(Y[k]) for k in range(K)]).alias("s_Y"),
-        F.array(*[s(r * Y[k]) for k in range(K)]).alias("s_rY"),
-        F.array(*[s(r * r * Y[k]) for k in range(K)]).alias("s_r2Y"),
-        F.array(*[s(Y[j] * Y[k]) for j, k in pairs]).alias("s_YY"),
-        F.array(*[s(r * Y[j] * Y[k]) for j, k in pairs]).alias("s_rYY"),
-        F.array(*[s(r * r * Y[j] * Y[k]) for j, k in pairs]).alias("s_r2YY"),
-        s(W).alias("s_W"), s(r * W).alias("s_rW"), s(W * W).alias("s_W2"), s(r * W * W).alias("s_rW2"),
-        s(r * r * W * W).alias("s_r2W2"),
-        F.sum(F.when(ok & (W > 0), 1).otherwise(0)).cast("long").alias("n_W_pos"),
-        F.max(F.when(ok, W)).alias("max_W"),
-        F.array(*[F.max(F.when(ok, Y[k])) for k in range(K)]).alias("max_Y"),
-        F.array(*[F.sum(F.when(ok & (Y[k] > 0), 1).otherwise(0)).cast("long") for k in range(K)]).alias("n_Y_pos"),
+    Y = [F.col(f"Y_{k}") for k in range(1, K + 1)]
+    aggs = [F.count(F.lit(1)).alias("n_all"),
+            F.sum(F.col("deterministic").cast("long")).alias("n_det"),
+            F.sum(F.col("reorder").cast("long")).alias("n_reorder"),
+            F.sum(r).alias("s_r_all"), F.sum(r * r).alias("s_r2_all"),
+            F.sum(ok.cast("long")).alias("n"),
+            F.sum(F.col("miss").cast("long")).alias("n_missing_propensity"),
+            s(r).alias("s_r"), s(r * r).alias("s_r2")]
+    if K > 0:
+        W = Y[0]
+        for y in Y[1:]:
+            W = W * y
+        pairs = [(j, k) for j in range(K) for k in range(K)]
+        aggs += [
+            F.array(*[s(Y[k]) for k in range(K)]).alias("s_Y"),
+            F.array(*[s(r * Y[k]) for k in range(K)]).alias("s_rY"),
+            F.array(*[s(r * r * Y[k]) for k in range(K)]).alias("s_r2Y"),
+            F.array(*[s(Y[j] * Y[k]) for j, k in pairs]).alias("s_YY"),
+            F.array(*[s(r * Y[j] * Y[k]) for j, k in pairs]).alias("s_rYY"),
+            F.array(*[s(r * r * Y[j] * Y[k]) for j, k in pairs]).alias("s_r2YY"),
+            s(W).alias("s_W"), s(r * W).alias("s_rW"), s(W * W).alias("s_W2"), s(r * W * W).alias("s_rW2"),
+            s(r * r * W * W).alias("s_r2W2"),
+            F.sum(F.when(ok & (W > 0), 1).otherwise(0)).cast("long").alias("n_W_pos"),
+            F.max(F.when(ok, W)).alias("max_W"),
+            F.array(*[F.max(F.when(ok, Y[k])) for k in range(K)]).alias("max_Y"),
+            F.array(*[F.sum(F.when(ok & (Y[k] > 0), 1).otherwise(0)).cast("long") for k in range(K)]
+                    ).alias("n_Y_pos"),
+        ]
+    return joined.groupBy("dt", "policy_id", "logging_policy", "base_policy").agg(*aggs)
+
+
+_MOMENT_COLS = ("n", "n_missing_propensity", "s_r", "s_r2", "s_Y", "s_rY", "s_r2Y", "s_YY", "s_rYY", "s_r2YY",
+                "s_W", "s_rW", "s_W2", "s_rW2", "s_r2W2", "n_W_pos", "max_W", "max_Y", "n_Y_pos")
+
+
+def _split_policy_groups(groups, K: int) -> dict:
+    """policy_events, base_targets and (K > 0) slate_moments from the per-(dt, policy, logging, base) rows."""
+    import pandas as pd
+
+    from .tables import merge
+
+    g = groups
+    out = {}
+    keys = ["dt", "policy_id"]
+    has_base = g["base_policy"].notna()
+    pe = g.assign(n_with_base=g["n_all"].where(has_base, 0)).groupby(keys, sort=True).agg(
+        n_events=("n_all", "sum"), n_deterministic=("n_det", "sum"), n_with_base=("n_with_base", "sum"),
+        n_reorder=("n_reorder", "sum")).reset_index()
+    out["policy_events"] = pe.astype({c: "int64" for c in ("n_events", "n_deterministic", "n_with_base",
+                                                           "n_reorder")})
+    b = g[has_base]
+    match = (b["base_policy"] == b["logging_policy"]).to_numpy()
+    bt = pd.DataFrame({"dt": b["dt"].to_numpy(), "policy_id": b["policy_id"].to_numpy(),
+                       "base_policy": b["base_policy"].to_numpy(), "n_target": b["n_all"].to_numpy(),
+                       "n_match": b["n_all"].to_numpy() * match,
+                       "s_r": b["s_r_all"].fillna(0).to_numpy() * match,
+                       "s_r2": b["s_r2_all"].fillna(0).to_numpy() * match})
+    out["base_targets"] = (bt.groupby(["dt", "policy_id", "base_policy"], sort=True).sum().reset_index()
+                           .astype({"n_target": "int64", "n_match": "int64"}))
+    if K > 0 and len(g):
+        sm = merge("slate_moments", [g[["dt", "policy_id", "logging_policy", *_MOMENT_COLS]]], by_dt=True)
+        out["slate_moments"] = sm.astype({"n": "int64", "n_missing_propensity": "int64", "n_W_pos": "int64"})
+    return out
+
+
+def _factored_groups(joined, K: int):
+    """Per clicked logged slot i (reward != 0): q_j = pi(its ad at position j | x), j = 1..K; sums of r q_j,
+    r^2 q_j and r^2 q_j q_j2 per (dt, policy, ad, position i) (unpivoted on the driver)."""
+    from pyspark.sql import functions as F
+
+    both = F.col("exact") & F.col("one")
+    fast = F.array(*[F.struct(
+        F.lit(i).alias("pos_i"), F.col(f"a_{i}").alias("ad_id"),
+        F.coalesce(F.col(f"w_{i}"), F.lit(0.0)).alias("rew"),
+        F.array(*[F.when((F.col(f"d_a_{j}") == F.col(f"a_{i}")) & (F.col(f"d_p_{j}") > 0), F.col(f"d_p_{j}"))
+                  .otherwise(F.lit(0.0)) for j in range(1, K + 1)]).alias("q"))
+        for i in range(1, K + 1)])
+    dslots = _decision_slots(K)
+
+    def q_of(s):
+        return F.array(*[F.aggregate(dslots, F.lit(0.0), _pi_adder(j, s["ad_id"], positive=True))
+                         for j in range(1, K + 1)])
+
+    slow = F.transform(_logged_slots(K), lambda s: F.struct(
+        s["position"].alias("pos_i"), s["ad_id"].alias("ad_id"), F.coalesce(s["reward"], F.lit(0.0)).alias("rew"),
+        q_of(s).alias("q")))
+    rows = (joined.where(F.col("clicked"))
+            .select(F.col("dt"), F.col("policy_id"), F.explode(F.when(both, fast).otherwise(slow)).alias("c")))
+    clicked = rows.select(F.col("dt"), F.col("policy_id"), F.col("c.pos_i").alias("pos_i"),
+                          F.col("c.ad_id").alias("ad_id"), F.col("c.rew").alias("rew"), F.col("c.q").alias("q"))
+    clicked = clicked.where((F.col("rew") != F.lit(0.0)) & (F.array_max(F.col("q")) > F.lit(0.0)))
+    rew, q = F.col("rew"), F.col("q")
+    return clicked.groupBy("dt", "policy_id", "ad_id", "pos_i").agg(
+        F.array(*[F.sum(rew * q[j]) for j in range(K)]).alias("s_rp"),
+        F.array(*[F.sum(rew * rew * q[j]) for j in range(K)]).alias("s_r2p"),
+        F.array(*[F.sum(rew * rew * q[j] * q[j2]) for j in range(K) for j2 in range(K)]).alias("s_r2pp"))
+
+
+def _split_factored(groups, K: int) -> dict:
+    """Long ``factored`` (.., pos_j, s_rp, s_r2p) and ``factored_sq`` (.., pos_j, pos_j2, s_r2pp) tables; a row
+    exists where some clicked slot's ad has target probability > 0 at j (exactly: s_r2p > 0, s_r2pp > 0)."""
+    import numpy as np
+    import pandas as pd
+
+    keys = ["dt", "policy_id", "ad_id", "pos_i"]
+    n = len(groups)
+    if n == 0 or K == 0:
+        return {"factored": pd.DataFrame(columns=keys + ["pos_j", "s_rp", "s_r2p"]),
+                "factored_sq": pd.DataFrame(columns=keys + ["pos_j", "pos_j2", "s_r2pp"])}
+    rp = np.vstack([np.asarray(v, dtype=float) for v in groups["s_rp"]])
+    r2p = np.vstack([np.asarray(v, dtype=float) for v in groups["s_r2p"]])
+    r2pp = np.vstack([np.asarray(v, dtype=float) for v in groups["s_r2pp"]])
+    base = {c: groups[c].to_numpy() for c in keys}
+    rows, cols = np.nonzero(r2p > 0)
+    fac = pd.DataFrame({**{c: v[rows] for c, v in base.items()}, "pos_j": (cols + 1).astype("int32"),
+                        "s_rp": rp[rows, cols], "s_r2p": r2p[rows, cols]})
+    rows, cols = np.nonzero(r2pp > 0)
+    sq = pd.DataFrame({**{c: v[rows] for c, v in base.items()}, "pos_j": (cols // K + 1).astype("int32"),
+                       "pos_j2": (cols % K + 1).astype("int32"), "s_r2pp": r2pp[rows, cols]})
+    return {"factored": fac, "factored_sq": sq}
+
+
+def _target_placements(joined, K: int):
+    """Expected placements of each ad by the target: sum over events of pi(ad at j | x_t)."""
+    from pyspark.sql import functions as F
+
+    return (joined.select(F.col("dt"), F.col("policy_id"), F.explode(_decision_slots(K)).alias("d"))
+            .where(F.col("d.probability") > 0)
+            .groupBy("dt", "policy_id", F.col("d.ad_id").alias("ad_id"), F.col("d.position").alias("pos_j"))
+            .agg(F.sum(F.col("d.probability")).alias("s_p")))
+
+
+def _slate_targets(joined):
+    from pyspark.sql import functions as F
+
+    det = joined.where(F.col("deterministic"))
+    match = (F.col("tkey") == F.col("lkey")).cast("long")
+    return det.groupBy(F.col("dt"), F.col("policy_id"), F.col("tkey").alias("slate_key")).agg(
+        F.count(F.lit(1)).alias("n_target"),
+        F.sum(match).alias("n_match"),
+        F.sum(match * F.col("r")).alias("s_r"),
+        F.sum(match * F.col("r") * F.col("r")).alias("s_r2"),
     )
 
 
 def scan(logs, decisions=None, config: StatsConfig = StatsConfig()) -> dict:
     """Aggregate the given logs (any number of days; conformed to the contract) into the statistics tables.
 
-    ``decisions`` (conformed; may hold several policies) is joined on (dt, event_id). The prepared events are
-    persisted so the input is read once; returns {table_name: pandas.DataFrame} with a ``dt`` column (dates as
-    ``datetime.date``). Only aggregated rows are collected to the driver.
+    ``decisions`` (conformed; may hold several policies) is joined on (dt, event_id). The flat events are
+    persisted (the logs are read twice: once for K, once here); returns {table_name: pandas.DataFrame} with
+    a ``dt`` column (dates as ``datetime.date``). Only aggregated rows are collected to the driver.
     """
     from pyspark import StorageLevel
 
-    events = prepare_events(logs).persist(StorageLevel.MEMORY_AND_DISK)
+    K = config.n_positions if config.n_positions is not None else k_max(logs)
+    keys = bool(config.slate_actions)
+    events = flatten_events(logs, K, keys=keys).persist(StorageLevel.MEMORY_AND_DISK)
     out = {}
     try:
         out["log_summary"] = _log_summary(events).toPandas()
-        K = config.n_positions
-        if K is None:
-            K = int(out["log_summary"]["k_max"].max()) if len(out["log_summary"]) else 0
-        out["ad_position"] = _ad_position(events, config).toPandas()
-        if config.slate_actions:
+        out["ad_position"] = _ad_position(events, config, K).toPandas()
+        if keys:
             out["slate_actions"] = _slate_actions(events).toPandas()
         if decisions is not None:
-            joined = join_decisions(events, decisions).persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                out["policy_events"] = _policy_events(joined).toPandas()
-                if config.slate_actions:
-                    out["slate_targets"] = _slate_targets(joined).toPandas()
-                out["base_targets"] = _base_targets(joined).toPandas()
-                single, square = _factored(joined)
-                out["factored"] = single.toPandas()
-                out["factored_sq"] = square.toPandas()
-                out["target_placements"] = _target_placements(joined).toPandas()
-                if K > 0:
-                    out["slate_moments"] = _slate_moments(joined, K).toPandas()
-            finally:
-                joined.unpersist()
+            dec = flatten_decisions(decisions, K, keys=keys)
+            # not persisted: caching the wide joined rows cost more CPU than redoing the join for each of the
+            # three aggregations (measured), and a cache of events x policies would grow with the input
+            joined = join_decisions(events, dec, K, keys=keys)
+            groups = _policy_groups(joined, K).toPandas()
+            out.update(_split_policy_groups(groups, K))
+            if keys:
+                out["slate_targets"] = _slate_targets(joined).toPandas()
+            if K > 0:
+                out.update(_split_factored(_factored_groups(joined, K).toPandas(), K))
+            out["target_placements"] = _target_placements(joined, K).toPandas()
     finally:
         events.unpersist()
     for name, df in out.items():
