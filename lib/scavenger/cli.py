@@ -104,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     ctx = JobContext(args=args, result=result)
     out = getattr(args, "out", None)
     code = errors.EXIT_OK
+    if out:
+        # say "running" before touching any output: a run killed midway must not leave the previous run's
+        # "ok" beside tables it may already have replaced
+        try:
+            result.write(out)
+        except OSError:
+            pass  # reported at the end if it still fails
     try:
         with result.timed("total"):
             module.run(args, ctx)

@@ -475,11 +475,11 @@ def evaluate(spark, logs: str, decisions: str | None, date_from=None, date_to=No
 
 
 def write_table(df: pd.DataFrame, out_dir: str, name: str) -> str:
-    """Small result tables: one Parquet file under <out>/<name>/ (readable by Spark and pandas)."""
+    """Small result tables: one Parquet file under <out>/<name>/ (readable by Spark and pandas), committed as a
+    whole directory (result.atomic_dir), so a killed job leaves the previous table or the new one, never half."""
+    from .result import atomic_dir
+
     d = Path(out_dir) / name
-    d.mkdir(parents=True, exist_ok=True)
-    for old in d.glob("*.parquet"):
-        old.unlink()
-    path = d / "part-0.parquet"
-    df.to_parquet(path, index=False)
+    with atomic_dir(d) as tmp:
+        df.to_parquet(tmp / "part-0.parquet", index=False)
     return str(d)

@@ -488,6 +488,26 @@ def _context_counts(spark, logs_path: str, first: _dt.date, last: _dt.date) -> p
             .toPandas())
 
 
+def _write_small_table(spark, pdf: pd.DataFrame, schema: str, path: str) -> None:
+    """One small table as Parquet, committed whole: written to a hidden sibling, then swapped in by renames
+    (Hadoop FileSystem API), so a killed run leaves the previous table or the new one, never a half."""
+    import uuid
+
+    jvm = spark._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path
+    target = hpath(path)
+    fs = target.getFileSystem(spark._jsc.hadoopConfiguration())
+    token = uuid.uuid4().hex[:12]
+    tmp = hpath(target.getParent(), f".{target.getName()}.tmp-{token}")
+    old = hpath(target.getParent(), f".{target.getName()}.old-{token}")
+    spark.createDataFrame(pdf, schema).coalesce(1).write.mode("overwrite").parquet(tmp.toString())
+    if fs.exists(target) and not fs.rename(target, old):
+        raise OSError(f"could not move aside {path}")
+    if not fs.rename(tmp, target):
+        raise OSError(f"could not commit {path}")
+    fs.delete(old, True)
+
+
 def _write_truth_tables(spark, world: World, truth_dir: str, per_context: dict) -> None:
     pools, n = world.pools, world.cfg.n_contexts
     slot_of = pools.slot_of_ad()
@@ -501,20 +521,18 @@ def _write_truth_tables(spark, world: World, truth_dir: str, per_context: dict) 
         "context_weight": world.weights[ci.ravel()].astype(float),
     })
     schema = ("context_id string, context_index int, ad_id string, slot int, p double, context_weight double")
-    spark.createDataFrame(rates, schema).coalesce(1).write.mode("overwrite").parquet(
-        os.path.join(truth_dir, "click_rates"))
+    _write_small_table(spark, rates, schema, os.path.join(truth_dir, "click_rates"))
     adc = pd.DataFrame({"position": np.arange(1, len(world.adc) + 1, dtype="int32"),
                         "coefficient": world.adc.astype(float)})
-    spark.createDataFrame(adc, "position int, coefficient double").coalesce(1).write.mode("overwrite").parquet(
-        os.path.join(truth_dir, "adc"))
+    _write_small_table(spark, adc, "position int, coefficient double", os.path.join(truth_dir, "adc"))
     rows = []
     for (policy, dt), values in per_context.items():
         for c in range(n):
             rows.append((policy, dt, world.ctx_names[c], c, float(values[c]), float(world.weights[c])))
     values = pd.DataFrame(rows, columns=["policy_id", "dt", "context_id", "context_index", "value", "context_weight"])
-    spark.createDataFrame(values, "policy_id string, dt string, context_id string, context_index int, "
-                                  "value double, context_weight double").coalesce(1).write.mode("overwrite").parquet(
-        os.path.join(truth_dir, "context_values"))
+    _write_small_table(spark, values, "policy_id string, dt string, context_id string, context_index int, "
+                                      "value double, context_weight double",
+                       os.path.join(truth_dir, "context_values"))
 
 
 def _realized(values: np.ndarray, counts: np.ndarray) -> float:
