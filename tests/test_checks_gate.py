@@ -64,6 +64,9 @@ def test_gate_below_threshold_proceeds_on_clean_rows(spark, slotted, tmp_path):
         ge = gate.verdicts[gate.verdicts["check"] == "ge.impression_log.daily"]
         zero = ge[ge["scope"].str.contains("column=ZERO_PROPENSITY")]
         assert list(zero["verdict"]) == ["warn"]       # GE saw the 2 bad rows; the gate decides
+        # every phase is timed (result.json of validate shows them)
+        assert {"rules_logs", "rules_decisions", "quarantine_write", "check_slot_table", "check_target_mass",
+                "check_e", "great_expectations", "total"} <= set(gate.timings)
     finally:
         gate.release()
 
@@ -99,6 +102,11 @@ def test_cli_exit_codes(data_dir, tmp_path):
     assert res["summary"]["checks"]["d"] == "pass" and res["exit_code"] == 0
     assert any(v["check"] == "a.context_independence" for v in res["verdicts"])
     assert Path(res["outputs"]["data_docs"]).exists()
+    # nothing quarantined: no Spark job writes the quarantine tables, but they exist (empty) for readers
+    assert res["counts"]["logs"]["rows_quarantined"] == 0
+    for table in ("logs", "decisions"):
+        q = out / "quarantine" / table
+        assert q.is_dir() and not list(q.glob("dt=*"))
 
     # ranked layout: sampling without replacement fails 3d -> exit 3; --no-gate reports and exits 0
     r = data_dir / "ranked"

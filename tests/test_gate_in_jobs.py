@@ -101,3 +101,25 @@ def test_evaluate_sets_bad_rows_aside_and_estimates_on_clean_rows(spark, gen, tm
                  "--estimators", "factored", "--max-quarantine-share", "0.0001", "--out", str(out_fail),
                  "--no-great-expectations", *SPARK_FLAGS]) == 3
     assert "quarantined" in _result(out_fail)["message"]
+
+
+def test_gate_flags_build_frozen_configs():
+    """adc/evaluate gate flags: RuleConfig and AssumptionConfig are frozen dataclasses (built with replace);
+    --calibration-scope is checked up front (exit 2)."""
+    import argparse
+
+    from scavenger.commands._gate_flags import add_gate_arguments, gate_config_from_args
+    from scavenger.errors import UsageError
+
+    parser = argparse.ArgumentParser()
+    add_gate_arguments(parser)
+    cfg = gate_config_from_args(parser.parse_args(["--allow-partial-slates", "--reward-max", "5", "--cramers-v-max",
+                                                   "0.2", "--calibration-scope", "context:campaign"]), None, "r1")
+    assert cfg.rules.allow_partial_slates and cfg.rules.reward_max == 5.0
+    assert cfg.assumptions.cramers_v_max == 0.2 and cfg.assumptions.calibration_scope == "context:campaign"
+    default = gate_config_from_args(parser.parse_args([]), None, "r1")
+    assert not default.rules.allow_partial_slates and default.rules.reward_max == 1.0
+    assert default.assumptions.calibration_scope == "auto" and default.gate
+    assert gate_config_from_args(parser.parse_args(["--gate", "off"]), None, "r1") is None
+    with pytest.raises(UsageError):
+        gate_config_from_args(parser.parse_args(["--calibration-scope", "campaign"]), None, "r1")

@@ -13,7 +13,15 @@ d  factorized logging (seed 002 section 2: mu(A|X) = prod_k mu_k(A_k|X)): within
    same ad in both slots against its expectation under the product of the slot marginals (a ranked layout
    samples without replacement, so it never repeats an ad although the marginals overlap).
 e  propensity calibration: where the logged propensity of (policy, day, position, ad) is constant (logging
-   independent of the input), the observed count M must match n_events * propensity.
+   independent of the input), the observed count M must match n_events * propensity -- within the scope where
+   logging is input-independent: per logging policy and, by default (``calibration_scope="auto"``), per value
+   of context_id when context_id partitions the ads (the Open Bandit Dataset's campaigns: each has its own items
+   and propensities, so pooled they would sum to 3); ``context:<key>`` scopes by a context-map value. Per
+   (policy, position) the (day, ad) cells are tested; per policy each ad is also tested over all its days and
+   positions (``e.calibration_window``). A policy whose propensity varies within most cells (history- or
+   context-dependent logging, e.g. OBD's Thompson sampling) is reported as not testable (warn).
+
+Spark work is plain code-generated SQL (explode, array_min/max, map_entries): no lambdas on the row path.
 """
 from __future__ import annotations
 
@@ -42,6 +50,9 @@ class AssumptionConfig:
     min_expected: float = 5.0           # d, e: ... and the expectation E is at least this
     calib_tol: float = 0.1              # e: fail when |O/E - 1| > tol ...
     calib_z: float = 4.0                # e: ... and |z| > calib_z
+    calibration_scope: str = "auto"     # e: where logging is input-independent, see parse_calibration_scope
+    calib_max_varying: float = 0.5      # e: a policy whose propensity varies within more than this share of its
+                                        #    (day, position, ad) cells seen twice or more is not input-independent
 
 
 def row(check, scope, statistic, threshold, verdict, message) -> dict:
@@ -105,11 +116,59 @@ def stratified_dependence(strata: pd.DataFrame) -> dict:
             "collisions_expected": e, "collision_ratio": (o / e) if e > 0 else float("nan")}
 
 
+def parse_calibration_scope(text: str | None) -> tuple[str, str | None]:
+    """``(mode, key)`` of a check-e scope: mode ``policy`` (key None), ``auto`` (stratify by key where it
+    partitions the ads) or ``fixed`` (always stratify by key). ValueError on anything else."""
+    spec = (text or "auto").strip()
+    if spec in ("policy", "none"):
+        return "policy", None
+    mode, key = ("auto", spec[len("auto:"):]) if spec.startswith("auto:") else \
+        (("auto", "context_id") if spec == "auto" else ("fixed", spec))
+    if key != "context_id" and not (key.startswith("context:") and len(key) > len("context:")):
+        raise ValueError(f"calibration scope must be auto, auto:KEY, policy or KEY with KEY context_id or "
+                         f"context:NAME; got {text!r}")
+    return mode, key
+
+
+def partition_strata(slot: pd.DataFrame, min_per_ad: float = 20.0) -> dict:
+    """Per logging policy whose ads the scope key partitions: ad_id -> its one value (from the ``stratum_min`` /
+    ``stratum_max`` of :func:`slot_table`). A partition needs >= 2 values, every ad under one value only, >= 2
+    ads per value and >= ``min_per_ad`` impressions per ad on average (a sparse table looks like a partition by
+    chance)."""
+    out = {}
+    if slot.empty or "stratum_min" not in slot.columns:
+        return out
+    for policy, g in slot.groupby("logging_policy", sort=True):
+        per_ad = g.groupby("ad_id").agg(lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum"))
+        if (per_ad["lo"] != per_ad["hi"]).any():
+            continue
+        n_values = per_ad["lo"].nunique()
+        if n_values < 2 or len(per_ad) < 2 * n_values or float(per_ad["n"].mean()) < min_per_ad:
+            continue
+        out[policy] = per_ad["lo"]
+    return out
+
+
+def calibration_slot(slot: pd.DataFrame, strata: dict) -> pd.DataFrame:
+    """The slot table with a ``stratum`` column: the ad's value for the policies in ``strata`` (see
+    :func:`partition_strata`), ``all`` elsewhere."""
+    out = slot.drop(columns=[c for c in ("stratum_min", "stratum_max") if c in slot.columns])
+    stratum = pd.Series("all", index=out.index, dtype=object)
+    for policy, of_ad in strata.items():
+        m = out["logging_policy"] == policy
+        stratum[m] = out.loc[m, "ad_id"].map(of_ad).astype(object)
+    return out.assign(stratum=stratum)
+
+
 def calibration_cells(slot: pd.DataFrame, events: pd.DataFrame, min_expected: float) -> pd.DataFrame:
-    """Per (policy, dt, position, ad) with a constant logged propensity p: E = N(policy, dt, position) * p with N
-    the slates showing that position, O = M, z = (O - E) / sqrt(E (1 - p)), rel = O / E - 1 (check e; seed 002:
-    mu_k must be the true marginals). ``events`` has logging_policy, dt, position, events."""
-    cells = slot.merge(events, on=["logging_policy", "dt", "position"], how="left")
+    """Per (policy, [stratum,] dt, position, ad) with a constant logged propensity p: E = N * p with N the slates
+    of (policy, [stratum,] dt) showing that position, O = M, z = (O - E) / sqrt(E (1 - p)), rel = O / E - 1
+    (check e; seed 002: mu_k must be the true marginals). ``events`` has logging_policy, [stratum,] dt,
+    position, events; with a ``stratum`` column in both tables the cells are matched within it."""
+    keys = ["logging_policy", "dt", "position"]
+    if "stratum" in slot.columns and "stratum" in events.columns:
+        keys.insert(1, "stratum")
+    cells = slot.merge(events, on=keys, how="left")
     p = cells["sum_p"] / cells["n_p"].where(cells["n_p"] > 0)
     constant = (cells["max_p"] - cells["min_p"]).abs() <= 1e-9 * cells["max_p"].abs().clip(lower=1e-300)
     cells = cells.assign(p=p, constant=constant & p.notna())
@@ -121,13 +180,67 @@ def calibration_cells(slot: pd.DataFrame, events: pd.DataFrame, min_expected: fl
     return cells
 
 
+def window_calibration(cells: pd.DataFrame, min_expected: float) -> pd.DataFrame:
+    """Per (policy, [stratum,] ad): the constant-propensity cells of :func:`calibration_cells` summed over the
+    window's days and positions: O = sum M, E = sum N p, var = sum N p (1 - p) (conservative for a ranked slate,
+    whose positions cannot show the same ad twice), z and rel as per cell. One ad mis-logged by a factor is seen
+    here with the power of all its impressions, where a single (day, position) cell holds only a few."""
+    keys = ["logging_policy"] + (["stratum"] if "stratum" in cells.columns else []) + ["ad_id"]
+    c = cells[cells["constant"]]
+    c = c.assign(var=c["expected"] * (1.0 - c["p"]).clip(lower=0.0))
+    out = c.groupby(keys, as_index=False).agg(n=("n", "sum"), expected=("expected", "sum"), var=("var", "sum"),
+                                              cells=("n", "size"))
+    out["z"] = (out["n"] - out["expected"]) / np.sqrt(out["var"].where(out["var"] > 0))
+    out["rel"] = out["n"] / out["expected"] - 1.0
+    out["testable"] = out["expected"] >= min_expected
+    return out
+
+
 # ---------------------------------------------------------------------------------------- Spark aggregates
-def slot_table(logs):
-    """(logging_policy, dt, position, ad_id) -> n, n_p (non-null propensities), sum_p, min_p, max_p."""
+def slot_table(logs, stratum_key: str | None = None):
+    """(logging_policy, dt, position, ad_id) -> n, n_p (non-null propensities), sum_p, min_p, max_p.
+
+    ``stratum_key`` (see :func:`stratum_column`) adds ``stratum_min``/``stratum_max``: the smallest and largest
+    value of that key over the rows of the cell, so that check e can tell from this small table whether the key
+    partitions the ads (every ad under one value: OBD's campaign) -- two more aggregates in the same pass."""
     from pyspark.sql import functions as F
 
-    s = logs.select(F.col("logging_policy"), F.col("dt"), F.explode(F.col("slots")).alias("s"))
+    cols = [F.col("logging_policy"), F.col("dt"), F.explode(F.col("slots")).alias("s")]
+    if stratum_key:
+        cols.append(stratum_column(stratum_key).alias("_stratum"))
+    s = logs.select(*cols)
+    aggs = [F.count(F.lit(1)).alias("n"), F.count(F.col("s.propensity")).alias("n_p"),
+            F.sum(F.col("s.propensity")).alias("sum_p"), F.min(F.col("s.propensity")).alias("min_p"),
+            F.max(F.col("s.propensity")).alias("max_p")]
+    if stratum_key:
+        aggs += [F.min(F.col("_stratum")).alias("stratum_min"), F.max(F.col("_stratum")).alias("stratum_max")]
     return (s.groupBy(F.col("logging_policy"), F.col("dt"), F.col("s.position").alias("position"),
+                      F.col("s.ad_id").alias("ad_id"))
+             .agg(*aggs))
+
+
+def stratum_column(key: str):
+    """The column of a calibration scope key: ``context_id`` or ``context:<name>`` (a value of the context map);
+    null becomes the string ``<null>``."""
+    from pyspark.sql import functions as F
+
+    if key == "context_id":
+        col = F.col("context_id")
+    elif key.startswith("context:") and len(key) > len("context:"):
+        col = F.col("context").getItem(key[len("context:"):])
+    else:
+        raise ValueError(f"calibration scope key must be context_id or context:<name>, got {key!r}")
+    return F.coalesce(col.cast("string"), F.lit("<null>"))
+
+
+def stratified_slot_table(logs, stratum_key: str):
+    """:func:`slot_table` with the stratum as one more key: (logging_policy, stratum, dt, position, ad_id) -> n,
+    n_p, sum_p, min_p, max_p. For a scope the user declared (check e), where the key need not partition the ads."""
+    from pyspark.sql import functions as F
+
+    s = logs.select(F.col("logging_policy"), stratum_column(stratum_key).alias("stratum"), F.col("dt"),
+                    F.explode(F.col("slots")).alias("s"))
+    return (s.groupBy(F.col("logging_policy"), F.col("stratum"), F.col("dt"), F.col("s.position").alias("position"),
                       F.col("s.ad_id").alias("ad_id"))
              .agg(F.count(F.lit(1)).alias("n"), F.count(F.col("s.propensity")).alias("n_p"),
                   F.sum(F.col("s.propensity")).alias("sum_p"), F.min(F.col("s.propensity")).alias("min_p"),
@@ -141,21 +254,38 @@ def event_table(logs):
 
 
 def context_table(logs, include_context_id: bool = True):
-    """(logging_policy, position, feature, value, ad_id) -> n: each context feature x logged ad (check a)."""
+    """(logging_policy, position, feature, value, ad_id) -> n: each context feature x logged ad (check a).
+
+    map_entries + concat + two explodes: code-generated (no lambda)."""
     from pyspark.sql import functions as F
 
-    entries = F.coalesce(F.transform(F.map_entries(F.col("context")),
-                                     lambda e: F.struct(e["key"].alias("feature"), e["value"].alias("value"))),
-                         F.array().cast("array<struct<feature:string,value:string>>"))
+    entry = "array<struct<key:string,value:string>>"
+    entries = F.coalesce(F.map_entries(F.col("context")).cast(entry), F.array().cast(entry))
     if include_context_id:
-        entries = F.concat(entries, F.array(F.struct(F.lit("context_id").alias("feature"),
-                                                     F.col("context_id").alias("value"))))
+        entries = F.concat(entries, F.array(F.struct(F.lit("context_id").alias("key"),
+                                                     F.col("context_id").alias("value"))).cast(entry))
     a = logs.select(F.col("logging_policy"), F.col("slots"), F.explode(entries).alias("f"))
-    b = a.select(F.col("logging_policy"), F.col("f.feature").alias("feature"),
+    b = a.select(F.col("logging_policy"), F.col("f.key").alias("feature"),
                  F.coalesce(F.col("f.value"), F.lit("<null>")).alias("value"), F.explode(F.col("slots")).alias("s"))
     return (b.groupBy(F.col("logging_policy"), F.col("s.position").alias("position"), F.col("feature"),
                       F.col("value"), F.col("s.ad_id").alias("ad_id"))
              .agg(F.count(F.lit(1)).alias("n")))
+
+
+PAIR_KEY = ["logging_policy", "stratum", "j", "k"]
+
+
+def slot_pairs(logs):
+    """One row per event and pair of its slots j < k (by position): (logging_policy, stratum, j, k, a, b), the
+    stratum being the context_id. Two explodes and a filter: code-generated, unlike nested lambdas."""
+    from pyspark.sql import functions as F
+
+    x = logs.select(F.col("logging_policy"), F.coalesce(F.col("context_id"), F.lit("<null>")).alias("stratum"),
+                    F.col("slots"), F.explode(F.col("slots")).alias("s1"))
+    y = x.select(F.col("logging_policy"), F.col("stratum"), F.col("s1"), F.explode(F.col("slots")).alias("s2"))
+    return (y.where(F.col("s2.position") > F.col("s1.position"))
+             .select(F.col("logging_policy"), F.col("stratum"), F.col("s1.position").alias("j"),
+                     F.col("s2.position").alias("k"), F.col("s1.ad_id").alias("a"), F.col("s2.ad_id").alias("b")))
 
 
 def pair_cells(logs):
@@ -163,43 +293,68 @@ def pair_cells(logs):
     within the context stratum (context_id)."""
     from pyspark.sql import functions as F
 
-    pairs = F.flatten(F.transform(F.col("slots"), lambda s1: F.transform(
-        F.filter(F.col("slots"), lambda s2: s2["position"] > s1["position"]),
-        lambda s2: F.struct(s1["position"].alias("j"), s2["position"].alias("k"),
-                            s1["ad_id"].alias("a"), s2["ad_id"].alias("b")))))
-    x = logs.select(F.col("logging_policy"), F.coalesce(F.col("context_id"), F.lit("<null>")).alias("stratum"),
-                    F.explode(pairs).alias("p"))
-    return (x.groupBy(F.col("logging_policy"), F.col("stratum"), F.col("p.j").alias("j"), F.col("p.k").alias("k"),
-                      F.col("p.a").alias("a"), F.col("p.b").alias("b"))
-             .agg(F.count(F.lit(1)).alias("n")))
+    return (slot_pairs(logs).groupBy(*[F.col(c_) for c_ in PAIR_KEY], F.col("a"), F.col("b"))
+            .agg(F.count(F.lit(1)).alias("n")))
+
+
+def _pair_marginals(frame, weight=None):
+    """Slot j's ads (R) and slot k's ads (C) per (logging_policy, stratum, j, k), in one aggregation of ``frame``
+    (pairs, or cells with their count ``weight``); small pandas tables."""
+    from pyspark.sql import functions as F
+
+    w = F.lit(1).cast("long") if weight is None else F.col(weight)
+    sides = F.array(F.struct(F.lit("r").alias("side"), F.col("a").alias("ad"), w.alias("w")),
+                    F.struct(F.lit("c").alias("side"), F.col("b").alias("ad"), w.alias("w")))
+    m = (frame.select(*[F.col(c_) for c_ in PAIR_KEY], F.explode(sides).alias("x"))
+              .groupBy(*[F.col(c_) for c_ in PAIR_KEY], F.col("x.side").alias("side"), F.col("x.ad").alias("ad"))
+              .agg(F.sum(F.col("x.w")).alias("cnt"))
+              .toPandas())
+    rows = m[m["side"] == "r"].rename(columns={"ad": "a", "cnt": "ra"})[PAIR_KEY + ["a", "ra"]]
+    cols = m[m["side"] == "c"].rename(columns={"ad": "b", "cnt": "cb"})[PAIR_KEY + ["b", "cb"]]
+    return rows.reset_index(drop=True), cols.reset_index(drop=True)
+
+
+def _pair_sums(cells, rows_pdf, cols_pdf, spark):
+    """sum_cells O^2 / (R_a C_b), n and the diagonal per (logging_policy, stratum, j, k): the marginals go back as
+    broadcast tables, so the pass over the cells shuffles nothing but its small result."""
+    from pyspark.sql import functions as F
+
+    schema_r = "logging_policy string, stratum string, j int, k int, a string, ra long"
+    schema_c = "logging_policy string, stratum string, j int, k int, b string, cb long"
+    r_b = F.broadcast(spark.createDataFrame(rows_pdf.astype(object).where(rows_pdf.notna(), None), schema_r))
+    c_b = F.broadcast(spark.createDataFrame(cols_pdf.astype(object).where(cols_pdf.notna(), None), schema_c))
+    return (cells.join(r_b, PAIR_KEY + ["a"]).join(c_b, PAIR_KEY + ["b"])
+                 .groupBy(*[F.col(c_) for c_ in PAIR_KEY])
+                 .agg(F.sum(F.col("n")).alias("n"),
+                      F.sum(F.col("n").cast("double") * F.col("n") / (F.col("ra") * F.col("cb"))).alias("s"),
+                      F.sum(F.when(F.col("a") == F.col("b"), F.col("n")).otherwise(F.lit(0))).alias("o_diag"))
+                 .toPandas())
 
 
 def pair_strata(cells, spark=None):
     """Per (logging_policy, stratum, j, k): n, r, c, s = sum O^2/(R_a C_b), o_diag, e_diag (see
-    :func:`stratified_dependence`) as a pandas table.
+    :func:`stratified_dependence`) as a pandas table, from the cells of :func:`pair_cells`.
 
     The slot marginals R (slot j's ads) and C (slot k's ads) per stratum are small (strata x pairs x ads): they
     come to the driver, give r, c and the collision expectation E = sum_a R(a) C(a) / n, and go back as
     broadcast tables so that the one pass over the cells that computes s shuffles nothing but the result.
     """
+    spark = spark or cells.sparkSession
+    rows_pdf, cols_pdf = _pair_marginals(cells, weight="n")
+    return strata_from_marginals(_pair_sums(cells, rows_pdf, cols_pdf, spark), rows_pdf, cols_pdf)
+
+
+def pair_strata_from_logs(logs, spark=None):
+    """:func:`pair_strata` of :func:`pair_cells` of ``logs`` in two passes over the logs and nothing persisted:
+    the marginals straight from the slot pairs (map-side aggregation leaves strata x pairs x ads rows to shuffle),
+    then the cells with their marginals broadcast."""
     from pyspark.sql import functions as F
 
-    key = ["logging_policy", "stratum", "j", "k"]
-    rows_sdf = cells.groupBy(*[F.col(c_) for c_ in key], F.col("a")).agg(F.sum(F.col("n")).alias("ra"))
-    cols_sdf = cells.groupBy(*[F.col(c_) for c_ in key], F.col("b")).agg(F.sum(F.col("n")).alias("cb"))
-    rows_pdf, cols_pdf = rows_sdf.toPandas(), cols_sdf.toPandas()
-    spark = spark or cells.sparkSession
-    schema_r = "logging_policy string, stratum string, j int, k int, a string, ra long"
-    schema_c = "logging_policy string, stratum string, j int, k int, b string, cb long"
-    r_b = F.broadcast(spark.createDataFrame(rows_pdf, schema_r))
-    c_b = F.broadcast(spark.createDataFrame(cols_pdf, schema_c))
-    sums = (cells.join(r_b, key + ["a"]).join(c_b, key + ["b"])
-                 .groupBy(*[F.col(c_) for c_ in key])
-                 .agg(F.sum(F.col("n")).alias("n"),
-                      F.sum(F.col("n").cast("double") * F.col("n") / (F.col("ra") * F.col("cb"))).alias("s"),
-                      F.sum(F.when(F.col("a") == F.col("b"), F.col("n")).otherwise(F.lit(0))).alias("o_diag"))
-                 .toPandas())
-    return strata_from_marginals(sums, rows_pdf, cols_pdf)
+    spark = spark or logs.sparkSession
+    pairs = slot_pairs(logs)
+    rows_pdf, cols_pdf = _pair_marginals(pairs)
+    cells = pairs.groupBy(*[F.col(c_) for c_ in PAIR_KEY], F.col("a"), F.col("b")).agg(F.count(F.lit(1)).alias("n"))
+    return strata_from_marginals(_pair_sums(cells, rows_pdf, cols_pdf, spark), rows_pdf, cols_pdf)
 
 
 def strata_from_marginals(sums: pd.DataFrame, rows: pd.DataFrame, cols: pd.DataFrame) -> pd.DataFrame:
@@ -428,19 +583,42 @@ def check_d(strata: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     return out
 
 
-def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
-    """Propensity calibration per (policy, position), stratified by day."""
+def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, scope_note=None) -> list[dict]:
+    """Propensity calibration per (policy, position), stratified by day (and by the calibration scope's stratum
+    when the tables carry one), plus per policy the window test of :func:`window_calibration`.
+    ``scope_note`` (a string, or a dict policy -> string) says in the messages where the cells were matched."""
     out = []
     cells = calibration_cells(slot, events, cfg.min_expected)
+    strat = "stratum" in cells.columns
+
+    def _where(policy):
+        note = scope_note.get(policy, "") if isinstance(scope_note, dict) else (scope_note or "")
+        return f" ({note})" if note else ""
+
+    # a policy whose propensity varies within most cells seen twice or more logs input- or history-dependent
+    # propensities (e.g. OBD's Bernoulli Thompson Sampling): the few cells that look constant are those seen
+    # rarely, and testing them would only report the dependence, not a calibration error
+    seen_twice = cells[cells["n_p"] >= 2]
+    varying_share = (~seen_twice["constant"]).groupby(seen_twice["logging_policy"]).mean()
+    dependent = set(varying_share[varying_share > cfg.calib_max_varying].index)
     for (policy, pos), g in cells.groupby(["logging_policy", "position"], sort=True):
         scope = f"policy={policy} position={pos}"
-        sum_p = g[g["constant"]].groupby("dt")["p"].sum()
+        where = _where(policy)
+        sum_p = g[g["constant"]].groupby(["dt", "stratum"] if strat else ["dt"])["p"].sum()
         t = g[g["testable"]]
         varying = int((~g["constant"]).sum())
+        if policy in dependent:
+            share = float(varying_share[policy])
+            out.append(row("e.calibration", scope, share, cfg.calib_max_varying, WARN,
+                           f"not testable{where}: the logged propensity varies within {share:.0%} of this policy's "
+                           f"(day, position, ad) cells seen twice or more (> {cfg.calib_max_varying:.0%}), so its "
+                           f"logging depends on the context or on time within a day; observed frequencies cannot "
+                           f"confirm per-event propensities (importance weights still use them as logged)"))
+            continue
         if t.empty:
             out.append(row("e.calibration", scope, None, cfg.calib_tol, WARN,
-                           f"no testable cell: {varying} of {len(g)} (day, ad) cells have a propensity that varies "
-                           f"with the context (logging is not input-independent) or too few expected impressions"))
+                           f"no testable cell{where}: {varying} of {len(g)} (day, ad) cells have a propensity that "
+                           f"varies (logging is not input-independent) or too few expected impressions"))
             continue
         significant = t[t["z"].abs() > cfg.calib_z]
         bad = significant[significant["rel"].abs() > cfg.calib_tol]
@@ -450,19 +628,49 @@ def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig) -> 
         chi2 = float((t["z"] ** 2).sum())
         over = sum_p[sum_p > 1 + 1e-6]
         if not over.empty:
+            worst_key = over.idxmax()
+            in_stratum = f" in stratum {worst_key[1]}" if strat else ""
             out.append(row("e.calibration", scope, float(over.max()), 1.0, FAIL,
-                           f"logged propensities of the shown ads sum to {float(over.max()):.4f} > 1 on "
-                           f"{len(over)} day(s): the serving system logs wrong propensities"))
+                           f"logged propensities of the shown ads sum to {float(over.max()):.4f} > 1{in_stratum} on "
+                           f"{len(over)} (day{', stratum' if strat else ''}) group(s){where}: the serving system "
+                           f"logs wrong propensities"))
         elif not bad.empty:
             w = bad.loc[bad["rel"].abs().idxmax()]
+            in_stratum = f" (stratum {w['stratum']})" if strat else ""
             out.append(row("e.calibration", scope, stat, cfg.calib_tol, FAIL,
-                           f"{len(bad)} of {len(t)} (day, ad) cells off: e.g. ad {w['ad_id']} on {w['dt']} shown "
-                           f"{int(w['n'])} times, {w['expected']:.1f} expected from its logged propensity "
-                           f"{w['p']:.4g} (z={w['z']:.1f}); the logged propensities are not the serving "
+                           f"{len(bad)} of {len(t)} (day, ad) cells off{where}: e.g. ad {w['ad_id']}{in_stratum} on "
+                           f"{w['dt']} shown {int(w['n'])} times, {w['expected']:.1f} expected from its logged "
+                           f"propensity {w['p']:.4g} (z={w['z']:.1f}); the logged propensities are not the serving "
                            f"probabilities -- fix the logging before using importance weights"))
         else:
             out.append(row("e.calibration", scope, stat, cfg.calib_tol, PASS,
-                           f"{len(t)} (day, ad) cells, none off by more than {cfg.calib_z} sigma and "
+                           f"{len(t)} (day, ad) cells{where}, none off by more than {cfg.calib_z} sigma and "
                            f"{cfg.calib_tol:.0%} (max |O/E-1|={max_rel:.4f}, sum z^2={chi2:.1f})"
-                           + (f"; {varying} cells with context-dependent propensities not tested" if varying else "")))
+                           + (f"; {varying} cells not tested (propensity varies)" if varying else "")))
+    if cells.empty:
+        return out
+    window = window_calibration(cells, cfg.min_expected)
+    for policy, g in window.groupby("logging_policy", sort=True):
+        scope = f"policy={policy}"
+        where = _where(policy)
+        t = g[g["testable"]]
+        if t.empty or policy in dependent:
+            continue            # the per-position rows above already say why nothing is testable
+        significant = t[t["z"].abs() > cfg.calib_z]
+        bad = significant[significant["rel"].abs() > cfg.calib_tol]
+        stat = float(significant["rel"].abs().max()) if not significant.empty else 0.0
+        if not bad.empty:
+            w = bad.loc[bad["rel"].abs().idxmax()]
+            in_stratum = f" (stratum {w['stratum']})" if strat else ""
+            out.append(row("e.calibration_window", scope, stat, cfg.calib_tol, FAIL,
+                           f"{len(bad)} of {len(t)} ads off over the window's days and positions{where}: e.g. ad "
+                           f"{w['ad_id']}{in_stratum} shown {int(w['n'])} times, {w['expected']:.1f} expected from "
+                           f"its logged propensities (z={w['z']:.1f}, O/E-1={w['rel']:.3f}); the logged "
+                           f"propensities are not the serving probabilities -- fix the logging before using "
+                           f"importance weights"))
+        else:
+            out.append(row("e.calibration_window", scope, stat, cfg.calib_tol, PASS,
+                           f"{len(t)} ads over the window's days and positions{where}, none off by more than "
+                           f"{cfg.calib_z} sigma and {cfg.calib_tol:.0%} (max |O/E-1|="
+                           f"{float(t['rel'].abs().max()):.4f}, sum z^2={float((t['z'] ** 2).sum()):.1f})"))
     return out

@@ -163,25 +163,31 @@ class GERunner:
         return str(p) if p.exists() else None
 
 
-def daily_aggs(name: str) -> dict:
-    """Aggregates computed per dt in the quarantine pass (over all rows, clean or not) for the daily suite."""
+def daily_aggs(name: str, columns=None) -> dict:
+    """Aggregates computed per dt in the quarantine pass (over all rows, clean or not) for the daily suite;
+    ``columns``: those of the frame they will run on (flagged decisions carry their sum deviation).
+
+    Code-generated array expressions (see :mod:`scavenger.checks.rules`); a lambda runs only on the rare rows
+    that need it (a non-finite reward; several entries or a null at one position of a decision)."""
     from pyspark.sql import functions as F
+
+    from .rules import SUM_DEVIATION, any_not_finite, max_sum_deviation
 
     slots = F.col("slots")
     if name == LOGS:
-        props = F.transform(slots, lambda s: s["propensity"])
-        rewards = F.filter(F.transform(slots, lambda s: s["reward"]),
-                           lambda r: r.isNotNull() & ~(F.isnan(r) | (F.abs(r) == F.lit(float("inf")))))
+        props, rewards = slots["propensity"], slots["reward"]
+        finite = F.filter(rewards, lambda r: r.isNotNull() & ~(F.isnan(r) | (F.abs(r) == F.lit(float("inf")))))
+        bad = any_not_finite(rewards)
+        low = F.when(bad, F.array_min(finite)).otherwise(F.array_min(rewards))
+        high = F.when(bad, F.array_max(finite)).otherwise(F.array_max(rewards))
         return {"min_propensity": F.min(F.array_min(props)), "max_propensity": F.max(F.array_max(props)),
-                "min_reward": F.min(F.array_min(rewards)), "max_reward": F.max(F.array_max(rewards)),
+                "min_reward": F.min(low), "max_reward": F.max(high),
                 "min_slots": F.min(F.size(slots)), "max_slots": F.max(F.size(slots))}
-    probs = F.transform(slots, lambda s: s["probability"])
-    positions = F.array_distinct(F.transform(slots, lambda s: s["position"]))
-    dev = F.transform(positions, lambda p: F.abs(F.aggregate(
-        F.filter(slots, lambda s: s["position"] == p), F.lit(0.0),
-        lambda acc, s: acc + F.coalesce(s["probability"], F.lit(0.0))) - F.lit(1.0)))
+    probs = slots["probability"]
+    # flagged decisions carry the deviation (computed once for PROBABILITY_SUM); any other frame computes it
+    dev = F.col(SUM_DEVIATION) if columns is not None and SUM_DEVIATION in columns else max_sum_deviation(slots)
     return {"min_probability": F.min(F.array_min(probs)), "max_probability": F.max(F.array_max(probs)),
-            "max_sum_deviation": F.max(F.array_max(dev))}
+            "max_sum_deviation": F.max(dev)}
 
 
 def daily_suite_spec(name: str) -> dict:

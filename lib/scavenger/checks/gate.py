@@ -138,9 +138,18 @@ def run_gate(spark, logs_df, decisions_df=None, checks=ALL_CHECKS, config: GateC
     """Quarantine, assumption checks a-e (those in ``checks``), GE suites and the verdict; see module doc.
 
     ``logs_df``/``decisions_df`` may be raw (as read; conformed here with try_cast) or already conformed.
+
+    Cost (issue 5 item 5): the logs are read once (plus their event ids for the duplicate count) into one
+    persisted frame that carries the reason codes; its one aggregation per dt gives the counts (rows in = rows
+    used + rows quarantined), the daily GE profile and the quarantine decision. The decisions are flagged where
+    they lie (the day's events are broadcast to them) and persisted once. Every assumption check is one or two
+    aggregations of those persisted frames into small tables. ``timings`` holds the seconds of each phase.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
+
+    from ..progress import phase
+    from .expectations import daily_aggs
 
     cfg = config or GateConfig()
     checks = tuple(sorted(set(checks)))
@@ -152,19 +161,29 @@ def run_gate(spark, logs_df, decisions_df=None, checks=ALL_CHECKS, config: GateC
             persisted.append(df)
         return df
 
-    t0 = time.perf_counter()
-    logs = R.conform_lenient(logs_df, LOGS)
-    flagged_logs = _keep(R.flag_logs(logs, cfg.rules))
-    from .expectations import daily_aggs
+    def _phase(detail):
+        return phase(spark, "gate", detail, log=False)
 
-    extra = {"null_propensity_events": R.null_propensity_condition()}
-    log_pdf = R.reason_counts(flagged_logs, R.LOG_REASONS, extra=extra, aggs=daily_aggs(LOGS))
+    t0 = time.perf_counter()
+    with _phase("row rules: impression logs (one pass, counts per dt)"):
+        logs = R.conform_lenient(logs_df, LOGS)
+        flagged_logs = _keep(R.flag_logs(logs, cfg.rules))
+        extra = {"null_propensity_events": R.null_propensity_condition()}
+        log_pdf = R.reason_counts(flagged_logs, R.LOG_REASONS, extra=extra, aggs=daily_aggs(LOGS))
     counts = {"logs": _table_counts(log_pdf, R.LOG_REASONS, extra=list(extra))}
+    timings["rules_logs"] = round(time.perf_counter() - t0, 3)
     flagged_dec, dec_pdf = None, None
     if decisions_df is not None:
-        flagged_dec = _keep(R.flag_decisions(R.conform_lenient(decisions_df, DECISIONS), flagged_logs, cfg.rules))
-        dec_pdf = R.reason_counts(flagged_dec, R.DECISION_REASONS, aggs=daily_aggs(DECISIONS))
+        t = time.perf_counter()
+        with _phase("row rules: decisions (one pass, counts per dt)"):
+            unique = counts["logs"]["by_reason"].get("DUPLICATE_EVENT_ID", 0) == 0
+            small = counts["logs"]["rows_in"] <= R.BROADCAST_KEYS
+            flagged_dec = _keep(R.flag_decisions(R.conform_lenient(decisions_df, DECISIONS), flagged_logs, cfg.rules,
+                                                 log_keys_unique=unique, broadcast_events=small))
+            dec_pdf = R.reason_counts(flagged_dec, R.DECISION_REASONS,
+                                     aggs=daily_aggs(DECISIONS, flagged_dec.columns))
         counts["decisions"] = _table_counts(dec_pdf, R.DECISION_REASONS)
+        timings["rules_decisions"] = round(time.perf_counter() - t, 3)
     timings["quarantine_pass"] = round(time.perf_counter() - t0, 3)
 
     if counts["logs"]["rows_in"] == 0:
@@ -182,12 +201,14 @@ def run_gate(spark, logs_df, decisions_df=None, checks=ALL_CHECKS, config: GateC
     if cfg.out_dir:
         t = time.perf_counter()
         qpath = f"{cfg.out_dir.rstrip('/')}/quarantine"
-        R.write_quarantine(spark, flagged_logs, LOGS, f"{qpath}/logs", cfg.run_id, log_pdf["dt"].tolist())
-        outputs["quarantine_logs"] = f"{qpath}/logs"
-        if flagged_dec is not None:
-            R.write_quarantine(spark, flagged_dec, DECISIONS, f"{qpath}/decisions", cfg.run_id,
-                               dec_pdf["dt"].tolist())
-            outputs["quarantine_decisions"] = f"{qpath}/decisions"
+        with _phase("write quarantine"):
+            R.write_quarantine(spark, flagged_logs, LOGS, f"{qpath}/logs", cfg.run_id, log_pdf["dt"].tolist(),
+                               n_quarantined=counts["logs"]["rows_quarantined"])
+            outputs["quarantine_logs"] = f"{qpath}/logs"
+            if flagged_dec is not None:
+                R.write_quarantine(spark, flagged_dec, DECISIONS, f"{qpath}/decisions", cfg.run_id,
+                                   dec_pdf["dt"].tolist(), n_quarantined=counts["decisions"]["rows_quarantined"])
+                outputs["quarantine_decisions"] = f"{qpath}/decisions"
         timings["quarantine_write"] = round(time.perf_counter() - t, 3)
 
     clean_logs = R.clean(flagged_logs, LOGS)
@@ -197,7 +218,8 @@ def run_gate(spark, logs_df, decisions_df=None, checks=ALL_CHECKS, config: GateC
                     if flagged_dec is not None else None)
 
     t = time.perf_counter()
-    rows += assumption_rows(spark, clean_logs, clean_dec_lp, checks, cfg.assumptions, _keep)
+    with _phase(f"assumption checks {','.join(checks) or '-'}"):
+        rows += assumption_rows(spark, clean_logs, clean_dec_lp, checks, cfg.assumptions, _keep, timings=timings)
     timings["assumption_checks"] = round(time.perf_counter() - t, 3)
 
     if cfg.great_expectations:
@@ -209,14 +231,15 @@ def run_gate(spark, logs_df, decisions_df=None, checks=ALL_CHECKS, config: GateC
             docs = f"{cfg.out_dir.rstrip('/')}/data_docs"
             if "://" not in docs:
                 docs = os.path.abspath(docs)          # GE wants an absolute base_directory
-        runner = G.GERunner(docs)
-        params = {"reward_min": cfg.rules.reward_min, "reward_max": cfg.rules.reward_max,
-                  "sum_tolerance": cfg.rules.sum_tolerance, "max_quarantine_share": cfg.max_quarantine_share}
-        rows += G.run_suites(runner, logs_df, log_pdf, params, raw_decisions=decisions_df, dec_daily=dec_pdf,
-                             flagged_logs=flagged_logs, n_logs=counts["logs"]["rows_in"],
-                             flagged_decisions=flagged_dec,
-                             n_decisions=counts.get("decisions", {}).get("rows_in", 0),
-                             row_sample=cfg.ge_row_sample, seed=cfg.seed)
+        with _phase("great-expectations suites"):
+            runner = G.GERunner(docs)
+            params = {"reward_min": cfg.rules.reward_min, "reward_max": cfg.rules.reward_max,
+                      "sum_tolerance": cfg.rules.sum_tolerance, "max_quarantine_share": cfg.max_quarantine_share}
+            rows += G.run_suites(runner, logs_df, log_pdf, params, raw_decisions=decisions_df, dec_daily=dec_pdf,
+                                 flagged_logs=flagged_logs, n_logs=counts["logs"]["rows_in"],
+                                 flagged_decisions=flagged_dec,
+                                 n_decisions=counts.get("decisions", {}).get("rows_in", 0),
+                                 row_sample=cfg.ge_row_sample, seed=cfg.seed)
         if runner.index_path():
             outputs["data_docs"] = runner.index_path()
         timings["great_expectations"] = round(time.perf_counter() - t, 3)
@@ -241,38 +264,62 @@ def run_gate(spark, logs_df, decisions_df=None, checks=ALL_CHECKS, config: GateC
                       f"rows" if "decisions" in counts else ""))
 
     if cfg.out_dir:
+        t = time.perf_counter()
         path = f"{cfg.out_dir.rstrip('/')}/validation"
         res = GateResult(None, None, verdicts, counts, failed, message, check_verdicts, failed_checks)
-        res.verdicts_df(spark).coalesce(1).write.mode("overwrite").parquet(path)
+        with _phase("write validation table"):
+            res.verdicts_df(spark).coalesce(1).write.mode("overwrite").parquet(path)
         outputs["validation"] = path
+        timings["validation_write"] = round(time.perf_counter() - t, 3)
     timings["total"] = round(time.perf_counter() - t0, 3)
     return GateResult(clean_logs=clean_logs, clean_decisions=clean_dec, verdicts=verdicts, counts=counts,
                       failed=failed, message=message, check_verdicts=check_verdicts, failed_checks=failed_checks,
                       outputs=outputs, timings=timings, _persisted=persisted)
 
 
-def assumption_rows(spark, clean_logs, clean_dec, checks, acfg: A.AssumptionConfig, keep=lambda d: d) -> list:
-    """Spark aggregates -> small pandas tables -> verdict rows for the requested checks."""
+def assumption_rows(spark, clean_logs, clean_dec, checks, acfg: A.AssumptionConfig, keep=lambda d: d,
+                    timings: dict | None = None) -> list:
+    """Spark aggregates -> small pandas tables -> verdict rows for the requested checks.
+
+    Spark work: the slot table (one aggregation; b, c, e and the time rows of a), the target mass (b, c), the
+    context table (a), the slot-pair marginals and cells (d, two aggregations), a stratified slot table only
+    when check e's scope is a key the user fixed; nothing is persisted here (``keep`` is kept for callers).
+    ``timings`` (if given) receives the seconds of each."""
     if not checks:
         return []
+    timings = {} if timings is None else timings
     rows = []
+
+    def _timed(name, fn):
+        t = time.perf_counter()
+        out = fn()
+        timings[f"check_{name}"] = round(timings.get(f"check_{name}", 0.0) + time.perf_counter() - t, 3)
+        return out
+
+    cal_mode, cal_key = A.parse_calibration_scope(acfg.calibration_scope) if "e" in checks else ("policy", None)
     need_slot = bool(set(checks) & {"a", "b", "c", "e"})
-    slot_pdf = A.slot_table(clean_logs).toPandas() if need_slot else None
-    if slot_pdf is not None:
+    slot_pdf = None
+    if need_slot:
+        slot_pdf = _timed("slot_table", lambda: A.slot_table(
+            clean_logs, cal_key if cal_mode == "auto" else None).toPandas())
         slot_pdf["dt"] = slot_pdf["dt"].astype(str)
     mass_pdf = None
     if clean_dec is not None and set(checks) & {"b", "c"}:
-        support = (slot_pdf.groupby(["logging_policy", "position", "ad_id"], as_index=False)
-                   .agg(n=("n", "sum"), max_p=("max_p", "max")))
-        support_sdf = spark.createDataFrame(
-            support.astype(object).where(support.notna(), None),
-            "logging_policy string, position int, ad_id string, n long, max_p double")
-        mass_pdf = A.target_mass(clean_dec, clean_logs, support_sdf).toPandas()
+        def _mass():
+            support = (slot_pdf.groupby(["logging_policy", "position", "ad_id"], as_index=False)
+                       .agg(n=("n", "sum"), max_p=("max_p", "max")))
+            support_sdf = spark.createDataFrame(
+                support.astype(object).where(support.notna(), None),
+                "logging_policy string, position int, ad_id string, n long, max_p double")
+            return A.target_mass(clean_dec, clean_logs, support_sdf).toPandas()
+        mass_pdf = _timed("target_mass", _mass)
+    plain_slot = (slot_pdf.drop(columns=[c for c in ("stratum_min", "stratum_max") if c in slot_pdf.columns])
+                  if slot_pdf is not None else None)
     if "a" in checks:
-        ctx_pdf = A.context_table(clean_logs, acfg.include_context_id).toPandas()
-        rows += A.check_a(ctx_pdf, slot_pdf, acfg)
+        ctx_pdf = _timed("a", lambda: A.context_table(clean_logs, acfg.include_context_id).toPandas())
+        rows += _timed("a", lambda: A.check_a(ctx_pdf, plain_slot, acfg))
     if "b" in checks:
-        rows += A.check_b(slot_pdf, mass_pdf, acfg)
+        rows += A.check_b(plain_slot, mass_pdf, acfg)
     if "c" in checks:
         if mass_pdf is None:
             rows.append(A.row("c.support", "all", None, acfg.support_max, A.WARN,
@@ -280,12 +327,24 @@ def assumption_rows(spark, clean_logs, clean_dec, checks, acfg: A.AssumptionConf
         else:
             rows += A.check_c(mass_pdf, acfg)
     if "d" in checks:
-        cells = keep(A.pair_cells(clean_logs))
-        strata = A.pair_strata(cells, spark)
+        strata = _timed("d", lambda: A.pair_strata_from_logs(clean_logs, spark))
         rows += A.check_d(strata, acfg)
     if "e" in checks:
-        # slates showing position k per (policy, dt): the number of draws behind M(a, k) (= events when every
-        # clean slate has positions 1..K; also right for partial one-slot rows such as OBD's)
-        events = slot_pdf.groupby(["logging_policy", "dt", "position"], as_index=False).agg(events=("n", "sum"))
-        rows += A.check_e(slot_pdf, events, acfg)
+        def _e():
+            # the cells of check e: (policy, stratum, dt, position, ad); N(policy, stratum, dt, position) = the
+            # slates showing position k there = the sum of M over its ads (one ad per shown position; also right
+            # for partial one-slot rows such as OBD's)
+            if cal_mode == "fixed":
+                cal = A.stratified_slot_table(clean_logs, cal_key).toPandas()
+                cal["dt"] = cal["dt"].astype(str)
+                note = f"within each value of {cal_key}"
+            else:
+                strata_of = A.partition_strata(slot_pdf) if cal_mode == "auto" else {}
+                cal = A.calibration_slot(slot_pdf, strata_of)
+                note = {p: f"within each of the {s.nunique()} values of {cal_key}, which partition its ads"
+                        for p, s in strata_of.items()}
+            events = cal.groupby(["logging_policy", "stratum", "dt", "position"], as_index=False).agg(
+                events=("n", "sum"))
+            return A.check_e(cal, events, acfg, scope_note=note)
+        rows += _timed("e", _e)
     return rows

@@ -2,8 +2,11 @@
 
 One ``select`` per table adds ``reason_codes`` (array<string>, empty when the row is clean) to the conformed
 frame; rows with a reason go to the quarantine table (``<out>/quarantine/<table>/dt=*/``), never silently dropped.
-The only shuffle is the window count that finds duplicate keys across all partitions (days) of the window;
-decisions additionally need one join with the log's event ids.
+The only shuffle is the count of keys that finds duplicates across all partitions (days) of the window;
+decisions additionally need one join with the log's event ids (a broadcast of a day's events: the decisions are
+flagged where they lie). The rules are code-generated expressions over the arrays of slot fields
+(``slots.propensity``: array_min/array_max/sort_array/array_distinct); a lambda (interpreted row by row) runs
+only on the rare rows that need it (a non-finite reward; several decision entries at one position).
 
 Reason codes (impression logs)
   NULL_EVENT_ID, NULL_LOGGING_POLICY, NULL_DT, EMPTY_SLATE, NULL_AD
@@ -41,6 +44,7 @@ from ..contract import DECISIONS, LOGS, load_contract
 REASON = "reason_codes"
 BROADCAST_KEYS = 1_000_000           # duplicated keys joined back by broadcast up to this many
 LOGGING_POLICY = "_logging_policy"   # flagged decisions carry the logging policy of their (clean) event
+SUM_DEVIATION = "_max_sum_deviation"  # ... and max_k |sum_a pi_k(a|x) - 1| (PROBABILITY_SUM, the daily GE profile)
 
 LOG_REASONS = [
     "NULL_EVENT_ID", "NULL_LOGGING_POLICY", "NULL_DT", "EMPTY_SLATE", "NULL_AD",
@@ -103,16 +107,51 @@ def conform_lenient(df, name: str):
 
 
 def _codes(pairs):
-    """array of the codes whose condition is true (conditions that are null count as false)."""
+    """array of the codes whose condition is true (conditions that are null count as false).
+
+    A concat of one-element/empty arrays: plain code-generated expressions (``array_compact`` would be a
+    ``filter`` lambda, interpreted row by row)."""
     from pyspark.sql import functions as F
 
-    return F.array_compact(F.array(*[F.when(cond, F.lit(code)) for code, cond in pairs]))
+    empty = F.array().cast("array<string>")
+    return F.concat(*[F.when(cond, F.array(F.lit(code))).otherwise(empty) for code, cond in pairs])
 
 
 def _not_finite(c):
     from pyspark.sql import functions as F
 
     return F.isnan(c) | (c == F.lit(math.inf)) | (c == F.lit(-math.inf))
+
+
+# ---- array predicates as code-generated expressions --------------------------------------------------------
+# Higher-order functions (exists/filter/transform/aggregate with a lambda) are interpreted row by row; the rules
+# below use the array of one struct field (``slots.propensity``: GetArrayStructFields), array_min/array_max (they
+# skip nulls; NaN sorts above every number in Spark) and sort_array (nulls first) instead. Each helper says which
+# lambda it replaces; the semantics are the same (a null predicate counts as false, as in ``when``).
+def has_null(arr):
+    """exists(arr, x -> x is null) for a non-empty array: sort_array puts nulls first."""
+    from pyspark.sql import functions as F
+
+    return (F.size(arr) > 0) & F.try_element_at(F.sort_array(arr, asc=True), F.lit(1)).isNull()
+
+
+def any_not_finite(arr):
+    """exists(arr, x -> x is not null and (isnan(x) or x = +-inf)): NaN and +inf are the largest values, -inf
+    the smallest."""
+    from pyspark.sql import functions as F
+
+    top = F.array_max(arr)
+    return F.isnan(top) | (top == F.lit(math.inf)) | (F.array_min(arr) == F.lit(-math.inf))
+
+
+def finite_out_of_range(arr, low, high):
+    """exists(arr, x -> x is finite and (x < low or x > high)); the lambda runs only on the (rare) rows holding a
+    non-finite value, where array_min/array_max would see the infinity instead of the finite extremes."""
+    from pyspark.sql import functions as F
+
+    slow = F.exists(arr, lambda x: x.isNotNull() & ~_not_finite(x) & ((x < low) | (x > high)))
+    fast = (F.array_min(arr) < low) | (F.array_max(arr) > high)
+    return F.when(any_not_finite(arr), slow).otherwise(fast)
 
 
 def _dup_flag(count_col, rank_col, duplicates: str):
@@ -155,7 +194,7 @@ def null_propensity_condition():
     """True for an event with a slot whose propensity was not logged."""
     from pyspark.sql import functions as F
 
-    return F.exists(F.col("slots"), lambda s: s["propensity"].isNull())
+    return has_null(F.col("slots")["propensity"])
 
 
 def flag_logs(logs, config: RuleConfig = RuleConfig()):
@@ -169,8 +208,8 @@ def flag_logs(logs, config: RuleConfig = RuleConfig()):
     cols = contract.columns
     slots = F.col("slots")
     n = F.size(slots)
-    positions = F.transform(slots, lambda s: s["position"])
-    ads = F.transform(slots, lambda s: s["ad_id"])
+    positions, ads = slots["position"], slots["ad_id"]
+    props, rewards = slots["propensity"], slots["reward"]
     rmin, rmax = F.lit(float(config.reward_min)), F.lit(float(config.reward_max))
 
     logs = _with_duplicates(logs, ["event_id"], [F.col("dt").asc_nulls_last(), F.col("event_time").asc_nulls_last(),
@@ -179,13 +218,9 @@ def flag_logs(logs, config: RuleConfig = RuleConfig()):
     dup_count, dup_rank = F.col("_n"), F.col("_rank")
 
     has_slots = slots.isNotNull() & (n > 0)
-    null_prop = F.exists(slots, lambda s: s["propensity"].isNull())
-    slot_reward_bad = F.exists(slots, lambda s: s["reward"].isNotNull() & _not_finite(s["reward"]))
-    slate_bad = F.col("slate_reward").isNotNull() & _not_finite(F.col("slate_reward"))
-    slot_out = F.exists(slots, lambda s: s["reward"].isNotNull() & ~_not_finite(s["reward"])
-                        & ((s["reward"] < rmin) | (s["reward"] > rmax)))
-    slate_out = (F.col("slate_reward").isNotNull() & ~_not_finite(F.col("slate_reward"))
-                 & ((F.col("slate_reward") < rmin * n) | (F.col("slate_reward") > rmax * n)))
+    slate = F.col("slate_reward")
+    slate_bad = slate.isNotNull() & _not_finite(slate)
+    slate_out = (slate.isNotNull() & ~_not_finite(slate) & ((slate < rmin * n) | (slate > rmax * n)))
     # days since epoch of the instant, independent of the session time zone
     event_day = F.floor(F.unix_seconds(F.col("event_time")) / F.lit(86400)).cast("int")
 
@@ -194,21 +229,21 @@ def flag_logs(logs, config: RuleConfig = RuleConfig()):
         ("NULL_LOGGING_POLICY", F.col("logging_policy").isNull()),
         ("NULL_DT", F.col("dt").isNull()),
         ("EMPTY_SLATE", ~has_slots | slots.isNull()),
-        ("NULL_AD", F.exists(slots, lambda s: s["ad_id"].isNull())),
-        ("NULL_PROPENSITY", null_prop if config.quarantine_null_propensity else F.lit(False)),
-        ("ZERO_PROPENSITY", F.exists(slots, lambda s: s["propensity"] <= 0)),
-        ("PROPENSITY_GT_1", F.exists(slots, lambda s: (s["propensity"] > 1) | F.isnan(s["propensity"]))),
+        ("NULL_AD", has_null(ads)),
+        ("NULL_PROPENSITY", has_null(props) if config.quarantine_null_propensity else F.lit(False)),
+        ("ZERO_PROPENSITY", F.array_min(props) <= 0),                   # exists(p <= 0)
+        ("PROPENSITY_GT_1", F.array_max(props) > 1),                    # exists(p > 1 or isnan(p)): NaN > 1
         ("DUPLICATE_EVENT_ID", _dup_flag(dup_count, dup_rank, config.duplicates)),
         ("DUPLICATE_AD", has_slots & (F.size(F.array_distinct(ads)) < n)),
         ("DUPLICATE_POSITION", has_slots & (F.size(F.array_distinct(positions)) < n)),
-        ("POSITION_GAP", has_slots & (F.exists(slots, lambda s: s["position"].isNull() | (s["position"] < 1))
+        ("POSITION_GAP", has_slots & ((has_null(positions) | (F.array_min(positions) < 1))
                                       if config.allow_partial_slates else
                                       ((F.array_min(positions) != 1)
                                        | (F.array_max(positions) != F.size(F.array_distinct(positions)))
-                                       | F.exists(slots, lambda s: s["position"].isNull())))),
-        ("REWARD_NOT_FINITE", slot_reward_bad | slate_bad),
-        ("REWARD_OUT_OF_RANGE", slot_out | slate_out),
-        ("MISSING_REWARD", F.col("slate_reward").isNull() & F.exists(slots, lambda s: s["reward"].isNull())),
+                                       | has_null(positions)))),
+        ("REWARD_NOT_FINITE", any_not_finite(rewards) | slate_bad),
+        ("REWARD_OUT_OF_RANGE", finite_out_of_range(rewards, rmin, rmax) | slate_out),
+        ("MISSING_REWARD", slate.isNull() & has_null(rewards)),
         ("EVENT_TIME_UNPARSEABLE", F.col("event_time").isNull()),
         ("EVENT_TIME_OUTSIDE_DT", F.col("event_time").isNotNull() & F.col("dt").isNotNull()
          & (event_day != F.unix_date(F.col("dt")))),
@@ -217,53 +252,84 @@ def flag_logs(logs, config: RuleConfig = RuleConfig()):
     return logs.select(*[F.col(c) for c in cols], _codes(pairs).alias(REASON))
 
 
-def flag_decisions(decisions, flagged_logs, config: RuleConfig = RuleConfig()):
-    """Conformed decisions + ``reason_codes`` (+ ``_logging_policy`` of the event, for the assumption checks);
+def max_sum_deviation(slots):
+    """max over the row's positions of |sum of its probabilities - 1| (a null probability counts 0, a null
+    position has an empty sum; null without entries). The usual row has one entry per position: then the
+    deviations are |p - 1|, largest at min p or max p (x - 1 is monotone; NaN is the largest value), a
+    code-generated expression; rows of stochastic targets (several entries at a position) or with a null position
+    take the per-position sums (a lambda)."""
+    from pyspark.sql import functions as F
+
+    positions, probs = slots["position"], slots["probability"]
+    one = F.lit(1.0)
+    distinct = F.array_distinct(positions)
+    simple = (F.size(distinct) == F.size(slots)) & ~has_null(positions)
+    fast = F.greatest(F.abs(F.array_min(probs) - one), F.abs(F.array_max(probs) - one),
+                      F.when(has_null(probs), F.abs(F.lit(0.0) - one)))
+    slow = F.array_max(F.transform(distinct, lambda p: F.abs(F.aggregate(
+        F.filter(slots, lambda s: s["position"] == p), F.lit(0.0),
+        lambda acc, s: acc + F.coalesce(s["probability"], F.lit(0.0))) - one)))
+    return F.when(simple, fast).otherwise(slow)
+
+
+def flag_decisions(decisions, flagged_logs, config: RuleConfig = RuleConfig(), log_keys_unique: bool = False,
+                   broadcast_events: bool = False):
+    """Conformed decisions + ``reason_codes`` (+ ``_logging_policy`` of the event, for the assumption checks, and
+    ``_max_sum_deviation``, see :func:`max_sum_deviation`);
     ``flagged_logs`` is the output of :func:`flag_logs` (its event ids and reason codes decide UNKNOWN_EVENT /
-    EVENT_QUARANTINED, matched on (event_id, dt))."""
+    EVENT_QUARANTINED, matched on (event_id, dt)).
+
+    ``log_keys_unique``: the caller knows that no event id occurs twice in ``flagged_logs`` (no
+    DUPLICATE_EVENT_ID), so the logs' (event_id, dt) rows are taken as they are instead of being aggregated.
+    ``broadcast_events``: the logs' events are few enough to broadcast (a day's worth): the decisions are then
+    flagged where they lie, without shuffling them."""
     from pyspark.sql import functions as F
 
     contract = load_contract(DECISIONS)
     cols = contract.columns
-    # one row per (event_id, dt) of the logs: is there a clean copy?
     # one row per (event_id, dt) of the logs: is there a clean copy, and its logging policy (for the checks)
     clean_row = F.size(F.col(REASON)) == 0
-    events = (flagged_logs
-              .where(F.col("event_id").isNotNull())
-              .groupBy(F.col("event_id").alias("_ev"), F.col("dt").alias("_dt"))
-              .agg(F.max(clean_row.cast("int")).alias("_clean"),
-                   F.max(F.when(clean_row, F.col("logging_policy"))).alias(LOGGING_POLICY)))
+    keyed = flagged_logs.where(F.col("event_id").isNotNull())
+    if log_keys_unique:
+        events = keyed.select(F.col("event_id").alias("_ev"), F.col("dt").alias("_dt"),
+                              clean_row.cast("int").alias("_clean"),
+                              F.when(clean_row, F.col("logging_policy")).alias(LOGGING_POLICY))
+    else:
+        events = (keyed.groupBy(F.col("event_id").alias("_ev"), F.col("dt").alias("_dt"))
+                       .agg(F.max(clean_row.cast("int")).alias("_clean"),
+                            F.max(F.when(clean_row, F.col("logging_policy"))).alias(LOGGING_POLICY)))
+    if broadcast_events:
+        events = F.broadcast(events)
     decisions = _with_duplicates(decisions, ["policy_id", "event_id"],
                                  [F.col("dt").asc_nulls_last(), F.col("base_policy").asc_nulls_last()])
     joined = decisions.join(events, (F.col("event_id") == F.col("_ev")) & (F.col("dt") == F.col("_dt")), "left")
+    # the per-position sums once per row: the flag and the daily profile both read this column
+    joined = joined.select(*[F.col(c) for c in joined.columns], max_sum_deviation(F.col("slots")).alias(SUM_DEVIATION))
 
     slots = F.col("slots")
     n = F.size(slots)
     dup_count, dup_rank = F.col("_n"), F.col("_rank")
     has_slots = slots.isNotNull() & (n > 0)
     tol = F.lit(float(config.sum_tolerance))
-    positions = F.array_distinct(F.transform(slots, lambda s: s["position"]))
-    sum_bad = F.exists(positions, lambda p: F.abs(
-        F.aggregate(F.filter(slots, lambda s: s["position"] == p), F.lit(0.0),
-                    lambda acc, s: acc + F.coalesce(s["probability"], F.lit(0.0))) - F.lit(1.0)) > tol)
+    positions, probs = slots["position"], slots["probability"]
 
     pairs = [
         ("NULL_POLICY_ID", F.col("policy_id").isNull()),
         ("NULL_EVENT_ID", F.col("event_id").isNull()),
         ("NULL_DT", F.col("dt").isNull()),
         ("EMPTY_SLOTS", ~has_slots | slots.isNull()),
-        ("NULL_AD", F.exists(slots, lambda s: s["ad_id"].isNull())),
-        ("PROBABILITY_OUT_OF_RANGE", F.exists(slots, lambda s: s["probability"].isNull()
-                                              | F.isnan(s["probability"]) | (s["probability"] < 0)
-                                              | (s["probability"] > 1))),
-        ("BAD_POSITION", F.exists(slots, lambda s: s["position"].isNull() | (s["position"] < 1))),
-        ("PROBABILITY_SUM", has_slots & sum_bad),
+        ("NULL_AD", has_null(slots["ad_id"])),
+        # exists(p is null or isnan(p) or p < 0 or p > 1): NaN is the largest value
+        ("PROBABILITY_OUT_OF_RANGE", has_null(probs) | (F.array_min(probs) < 0) | (F.array_max(probs) > 1)),
+        ("BAD_POSITION", has_null(positions) | (F.array_min(positions) < 1)),
+        ("PROBABILITY_SUM", has_slots & (F.col(SUM_DEVIATION) > tol)),   # exists(position: |sum - 1| > tol)
         ("DUPLICATE_DECISION", _dup_flag(dup_count, dup_rank, config.duplicates)),
         ("UNKNOWN_EVENT", F.col("event_id").isNotNull() & F.col("_clean").isNull()),
         ("EVENT_QUARANTINED", F.col("_clean") == 0),
     ]
     assert [p[0] for p in pairs] == DECISION_REASONS
-    return joined.select(*[F.col(c) for c in cols], _codes(pairs).alias(REASON), F.col(LOGGING_POLICY))
+    return joined.select(*[F.col(c) for c in cols], _codes(pairs).alias(REASON), F.col(LOGGING_POLICY),
+                         F.col(SUM_DEVIATION))
 
 
 def reason_counts(flagged, codes: list[str], group_cols=("dt",), extra: dict | None = None,
@@ -314,11 +380,19 @@ def _delete_partitions(spark, path: str, dts) -> None:
             fs.delete(p, True)
 
 
-def write_quarantine(spark, flagged, name: str, path: str, run_id: str, dts) -> None:
-    """Write the quarantine table partitioned by dt, idempotently for the dts of this window."""
+def write_quarantine(spark, flagged, name: str, path: str, run_id: str, dts, n_quarantined: int | None = None) -> None:
+    """Write the quarantine table partitioned by dt, idempotently for the dts of this window.
+
+    ``n_quarantined`` (the count from :func:`reason_counts`): when 0 there is nothing to write, so only the dts'
+    old partitions are removed (no Spark job)."""
     from ..contract import write_partitioned
 
     _delete_partitions(spark, path, [str(d) for d in dts if d is not None])
+    if n_quarantined == 0:
+        jvm = spark._jvm
+        base = jvm.org.apache.hadoop.fs.Path(path)
+        base.getFileSystem(spark._jsc.hadoopConfiguration()).mkdirs(base)
+        return
     q = quarantined(flagged, name, run_id)
     write_partitioned(q, path)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ._gate_flags import CALIBRATION_SCOPE_HELP
+
 NAME = "validate"
 HELP = "check logs (and decisions): quarantine bad rows, test the estimators' assumptions, build Data Docs"
 
@@ -38,6 +40,7 @@ def add_arguments(parser) -> None:
                         help="declared maximum slot reward (default 1: clicks; set it for revenue)")
     parser.add_argument("--cramers-v-max", type=float, default=0.1,
                         help="check a: fail when the bias-corrected Cramer's V passes this (default 0.1)")
+    parser.add_argument("--calibration-scope", default="auto", help=CALIBRATION_SCOPE_HELP)
     parser.add_argument("--checks", default="a,b,c,d,e", help="assumption checks to run, e.g. a,b (default all)")
     parser.add_argument("--no-gate", action="store_true", help="report only: exit 0 even when a check fails")
     parser.add_argument("--count-null-propensity", action="store_true",
@@ -55,6 +58,7 @@ def add_arguments(parser) -> None:
 
 def run(args, ctx) -> None:
     from ..checks import AssumptionConfig, GateConfig, RuleConfig, parse_checks, run_gate
+    from ..checks.assumptions import parse_calibration_scope
     from ..contract import filter_window, parse_date, read_source
     from ..errors import DataCheckFailed, UsageError
 
@@ -68,6 +72,10 @@ def run(args, ctx) -> None:
         raise UsageError(f"--reward-max ({args.reward_max}) must be above --reward-min ({args.reward_min})")
     if not (0.0 < args.cramers_v_max <= 1.0):
         raise UsageError(f"--cramers-v-max expects a number in (0, 1], got {args.cramers_v_max}")
+    try:
+        parse_calibration_scope(args.calibration_scope)
+    except ValueError as exc:
+        raise UsageError(f"--calibration-scope: {exc}") from None
     if args.ge_row_sample < 0:
         raise UsageError(f"--ge-row-sample must be >= 0, got {args.ge_row_sample}")
     date_from, date_to = parse_date(args.date_from, "--from"), parse_date(args.date_to, "--to")
@@ -83,7 +91,7 @@ def run(args, ctx) -> None:
         rules=RuleConfig(reward_min=args.reward_min, reward_max=args.reward_max,
                          quarantine_null_propensity=not args.count_null_propensity, duplicates=args.duplicates,
                          allow_partial_slates=args.allow_partial_slates),
-        assumptions=AssumptionConfig(cramers_v_max=args.cramers_v_max),
+        assumptions=AssumptionConfig(cramers_v_max=args.cramers_v_max, calibration_scope=args.calibration_scope),
         max_quarantine_share=share, gate=not args.no_gate, great_expectations=not args.no_great_expectations,
         ge_row_sample=args.ge_row_sample, out_dir=args.out, run_id=result.run_id, seed=args.seed)
     with result.timed("validate"):
