@@ -60,6 +60,15 @@ def build_random(seed: int, K: int | None = None, n_ads: int | None = None, days
                 sto += [{"position": i + 1, "ad_id": pair[0], "probability": p},
                         {"position": i + 1, "ad_id": pair[1], "probability": 1 - p}]
             decs.append({"policy_id": "sto", "event_id": eid, "dt": day, "base_policy": None, "slots": sto})
+            # dup: off the contract, one (position, ad) pair repeated with its probability split (the scan's
+            # per-row lambda path); det0: deterministic with an extra probability-0 entry (not one per position)
+            dup = [dict(x) for x in sto]
+            dup[0]["probability"] /= 2
+            dup.insert(1, dict(dup[0]))
+            decs.append({"policy_id": "dup", "event_id": eid, "dt": day, "base_policy": None, "slots": dup})
+            det0 = [{"position": i + 1, "ad_id": a, "probability": 1.0} for i, a in enumerate(tgt)]
+            det0.append({"position": 1, "ad_id": rng.choice(ads), "probability": 0.0})
+            decs.append({"policy_id": "det0", "event_id": eid, "dt": day, "base_policy": None, "slots": det0})
     return {"K": K, "ads": ads, "logs": logs, "decisions": decs}
 
 
