@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -77,11 +78,9 @@ def airflow_db():
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-@pytest.fixture(scope="module")
-def sim(spark, tmp_path_factory):
+def _generate_sim(spark, base: Path) -> Path:
     from scavenger.simulation.generator import GeneratorConfig, generate
 
-    base = tmp_path_factory.mktemp("airflow_e2e")
     # ranked layout (ads move between positions, so ADCs exist); its slates are drawn without replacement, so the
     # gate runs checks a,b,c,e (check d, factorized logging, fails on ranked slates by design)
     common = dict(layout="ranked", n_positions=3, n_ads=12, n_contexts=8, events_per_day=3000, start_date=DAY1,
@@ -143,11 +142,27 @@ def _result(job_dir: Path) -> dict:
     return json.loads((job_dir / "result.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def daily_runs(airflow_db, sim, tmp_path_factory):
-    """scavenger_daily run twice for DAY2 on uniform logs; snapshots of every job's tables after each run."""
+MARK = "=== scavenger-e2e: {} ==="
+
+
+def _run_dags(work: Path) -> dict:
+    """All of the module's DAG runs, in one process (run as ``python tests/test_airflow_e2e.py WORKDIR``):
+    scavenger_daily twice for DAY2 on uniform logs (snapshots of every job's tables after each run), once for DAY1
+    on contextual logs (stopped at the gate), and scavenger_evaluate for the window with the daily ADC table."""
+    from scavenger.session import get_spark
+
+    spark = get_spark(app_name="scavenger-tests-airflow-e2e", master=os.environ.get("SCAVENGER_TEST_MASTER",
+                                                                                     "local[2]"),
+                      conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
+                            "spark.ui.enabled": "false", "spark.driver.memory": "1g"})
+    sim = _generate_sim(spark, work / "sim")
+    spark.stop()
+    proc = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
     dag = _load_dag("scavenger_daily")
-    root = tmp_path_factory.mktemp("daily_root")
+    root = work / "daily_root"
     cfg = _config(sim, root, "uniform")
     _use_config(cfg)
     jobs = {"validate": root / "validate" / f"dt={DAY2}", "stats": root / "stats" / "sim" / f"dt={DAY2}",
@@ -161,8 +176,54 @@ def daily_runs(airflow_db, sim, tmp_path_factory):
     other_day.mkdir(parents=True)
     (other_day / "keep.txt").write_text("another dt")
     second = dag.test(logical_date=_logical(DAY2))
-    return {"cfg": cfg, "root": root, "jobs": jobs, "states": (states1, _states(second)),
-            "snap": (snap1, {name: _tables(d) for name, d in jobs.items()}), "stale": stale, "other": other_day}
+    daily = {"cfg": cfg, "root": root, "jobs": jobs, "states": (states1, _states(second)),
+             "snap": (snap1, {name: _tables(d) for name, d in jobs.items()}), "stale": stale, "other": other_day}
+
+    gate_root = work / "gate_root"
+    _use_config(_config(sim, gate_root, "contextual"))
+    for stream in (sys.stdout, sys.stderr):
+        print(MARK.format("gate start"), file=stream, flush=True)
+    run = _load_dag("scavenger_daily").test(logical_date=_logical(DAY1))
+    for stream in (sys.stdout, sys.stderr):
+        print(MARK.format("gate end"), file=stream, flush=True)
+    gate = {"root": gate_root, "state": str(run.state), "states": _states(run)}
+
+    _use_config(cfg)
+    conf = {"logs": cfg["logs"], "decisions": cfg["registry"][0]["decisions"], "date_from": DAY1, "date_to": DAY2,
+            "adc_source": "daily"}
+    run = _load_dag("scavenger_evaluate").test(logical_date=_logical(DAY2), run_conf=conf)
+    adhoc = list((root / "evaluate-adhoc").glob(f"{DAY1}_{DAY2}_*"))
+    evaluate = {"states": _states(run), "adhoc": adhoc, "tables": [_tables(d) for d in adhoc]}
+    return {"daily": daily, "gate": gate, "evaluate": evaluate}
+
+
+def _dag_runs_spec(work: Path):
+    """The DAG runs in their own process (own AIRFLOW_HOME), started in the background when collection ends
+    (tests/conftest.py, BACKGROUND): each task is a spark-submit, so this is minutes of mostly-waiting work."""
+    from conftest import BackgroundSpec
+
+    home = work / "airflow_home"
+    home.mkdir()
+    return BackgroundSpec(cmd=[sys.executable, __file__, work], cwd=REPO, timeout=1500,
+                          env={"SCAVENGER_TEST_AIRFLOW_HOME": str(home)})
+
+
+BACKGROUND = {"dag_runs": _dag_runs_spec}
+
+
+@pytest.fixture(scope="module")
+def dag_runs(background_run) -> dict:
+    run = background_run("dag_runs")
+    assert run.returncode == 0, run.tail()
+    with open(run.workdir / "dag_runs.pkl", "rb") as fh:
+        out = pickle.load(fh)
+    out["stdout"], out["stderr"] = run.stdout, run.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def daily_runs(dag_runs) -> dict:
+    return dag_runs["daily"]
 
 
 def test_daily_run_succeeds_and_writes_each_jobs_tables(daily_runs):
@@ -226,12 +287,15 @@ def test_second_run_of_a_dt_is_identical_and_replaces_only_that_dt(daily_runs):
     assert (daily_runs["other"] / "keep.txt").read_text() == "another dt"
 
 
-def test_contextual_logs_stop_at_the_gate(airflow_db, sim, tmp_path, capfd):
-    root = tmp_path / "gate_root"
-    _use_config(_config(sim, root, "contextual"))
-    run = _load_dag("scavenger_daily").test(logical_date=_logical(DAY1))
-    states = _states(run)
-    assert str(run.state) == "failed"
+def _between_marks(text: str) -> str:
+    start, end = MARK.format("gate start"), MARK.format("gate end")
+    return text[text.index(start):text.index(end)]
+
+
+def test_contextual_logs_stop_at_the_gate(dag_runs):
+    gate = dag_runs["gate"]
+    root, states = gate["root"], gate["states"]
+    assert gate["state"] == "failed"
     assert states["validate"] == "failed"
     for tid in ("stats", "adc", "evaluate", "report"):
         assert states[tid] == "upstream_failed", states
@@ -239,24 +303,18 @@ def test_contextual_logs_stop_at_the_gate(airflow_db, sim, tmp_path, capfd):
     assert (result["exit_code"], result["status"]) == (3, "data_check_failed")
     failed = [v for v in result["verdicts"] if v.get("verdict") == "fail"]
     assert any(v.get("check", "").startswith("a.") for v in failed), failed
-    log = capfd.readouterr()
-    text = log.out + log.err
+    text = _between_marks(dag_runs["stdout"]) + _between_marks(dag_runs["stderr"])
     assert "scavenger job validate exited 3 (data check failed)" in text
     assert result["message"].splitlines()[0] in text
     assert not (root / "adc").exists() and not (root / "evaluate").exists()
 
 
-def test_evaluate_dag_reproduces_the_daily_estimates(daily_runs):
-    cfg = daily_runs["cfg"]
-    _use_config(cfg)
-    conf = {"logs": cfg["logs"], "decisions": cfg["registry"][0]["decisions"], "date_from": DAY1, "date_to": DAY2,
-            "adc_source": "daily"}
-    run = _load_dag("scavenger_evaluate").test(logical_date=_logical(DAY2), run_conf=conf)
-    assert _states(run) == {"plan": "success", "evaluate": "success"}
-    adhoc = list((daily_runs["root"] / "evaluate-adhoc").glob(f"{DAY1}_{DAY2}_*"))
-    assert len(adhoc) == 1
-    assert _result(adhoc[0])["inputs"]["adc"] == str(daily_runs["jobs"]["adc"])
-    _assert_same_tables(daily_runs["snap"][1]["evaluate"], _tables(adhoc[0]))
+def test_evaluate_dag_reproduces_the_daily_estimates(dag_runs):
+    daily, evaluate = dag_runs["daily"], dag_runs["evaluate"]
+    assert evaluate["states"] == {"plan": "success", "evaluate": "success"}
+    assert len(evaluate["adhoc"]) == 1
+    assert _result(evaluate["adhoc"][0])["inputs"]["adc"] == str(daily["jobs"]["adc"])
+    _assert_same_tables(daily["snap"][1]["evaluate"], evaluate["tables"][0])
 
 
 def test_evaluate_dag_refuses_a_bad_param_before_running(airflow_db, daily_runs):
@@ -265,3 +323,11 @@ def test_evaluate_dag_refuses_a_bad_param_before_running(airflow_db, daily_runs)
     _use_config(daily_runs["cfg"])
     with pytest.raises(ParamValidationError, match="Invalid input for param prior_mean"):
         _load_dag("scavenger_evaluate").test(logical_date=_logical(DAY1), run_conf={"prior_mean": -1.0})
+
+
+if __name__ == "__main__":
+    _work = Path(sys.argv[1])
+    _out = _run_dags(_work)
+    with open(_work / "dag_runs.pkl.tmp", "wb") as _fh:
+        pickle.dump(_out, _fh)
+    os.replace(_work / "dag_runs.pkl.tmp", _work / "dag_runs.pkl")

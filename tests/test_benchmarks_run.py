@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,20 +16,34 @@ REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "benchmarks" / "run"
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    pytest.importorskip("duckdb")
-    work = tmp_path_factory.mktemp("bench")
+def _bench_spec(work: Path):
+    """benchmarks/run at the tiny scale; started in the background when collection ends (tests/conftest.py)."""
+    import importlib.util
+
+    from conftest import BackgroundSpec
+
+    if importlib.util.find_spec("duckdb") is None:
+        return None    # the fixture skips
     cmd = [sys.executable, str(RUN), "--events", "9000", "--days", "3", "--positions", "3", "--ads", "50",
            "--policies", "1,8", "--steps", "all", "--workdir", str(work), "--single-process",
            "--no-great-expectations", "--master", os.environ.get("SCAVENGER_TEST_MASTER", "local[2]"),
            "--driver-memory", "1g", "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.showConsoleProgress=false"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO), timeout=900)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return BackgroundSpec(cmd=cmd, cwd=REPO, timeout=900)
+
+
+BACKGROUND = {"bench": _bench_spec}
+
+
+@pytest.fixture(scope="module")
+def bench(background_run):
+    pytest.importorskip("duckdb")
+    run = background_run("bench")
+    assert run.returncode == 0, run.tail()
+    work = run.workdir
     with open(work / "figures.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     payload = json.loads((work / "figures.json").read_text())
-    return {"work": work, "rows": rows, "payload": payload, "stdout": proc.stdout}
+    return {"work": work, "rows": rows, "payload": payload, "stdout": run.stdout}
 
 
 def _rows(rows, step, mode=None, policies=None):

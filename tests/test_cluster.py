@@ -19,8 +19,10 @@ What this module proves (see docs/cluster.md):
   the cluster ``evaluate`` of the comparison.
 
 Cost: the faults are folded into the cluster chain (one extra, killed ``generate``), and the local-mode reference
-chain runs in a background thread meanwhile. ``adc`` and ``evaluate`` run with ``--gate off`` (``validate`` runs
-the same gate on the cluster) and GE suites are off (they run on the driver only). Skipped when Java is missing.
+chain runs in a background thread meanwhile; all of it starts in the background when collection ends, beside the
+in-process tests (tests/conftest.py, ``BACKGROUND``). ``adc`` and ``evaluate`` run with ``--gate off``
+(``validate`` runs the same gate on the cluster) and GE suites are off (they run on the driver only). Skipped when
+Java is missing.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
 
 import numpy as np
@@ -474,11 +477,6 @@ def _wait_for(cond, proc, timeout: float, poll: float = 0.02):
 
 
 # ==================================================================================================== fixtures
-@pytest.fixture(scope="module")
-def work(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("cluster")
-
-
 class _Background:
     """The local-mode chain in a thread, so it overlaps with the cluster chain."""
 
@@ -498,38 +496,65 @@ class _Background:
     def get(self) -> Chain:
         return self._future.result(timeout=5 * JOB_TIMEOUT)
 
+    def finish(self) -> None:
+        """Wait until the chain has ended (its errors surface in ``get()``)."""
+        futures_wait([self._future], timeout=5 * JOB_TIMEOUT)
+
     def close(self) -> None:
         self.chain.abort()
         self._pool.shutdown(wait=True)
 
 
-@pytest.fixture(scope="module")
-def local_ref(work):
-    """The reference: the four jobs via ``spark-submit --master local[2]``, started at once in the background."""
-    bg = _Background(Chain("local[2]", work / "local"))
-    yield bg
-    bg.close()
+def _cluster_work(work: Path, on_cancel) -> dict:
+    """All of the module's Spark work: the reference -- the four jobs via ``spark-submit --master local[2]``, started
+    at once in a thread -- and, meanwhile, the four jobs on the cluster with the two faults built in (each job is
+    submitted once more at most): generate's first attempt is killed mid-write and re-run; a worker is killed while
+    evaluate runs. It starts in the background when collection ends (tests/conftest.py, BACKGROUND below);
+    ``on_cancel`` registers what stops it if the session ends first."""
+    local_ref = _Background(Chain("local[2]", work / "local"))
+    on_cancel(local_ref.close)
+    try:
+        with StandaloneCluster(work / "standalone", n_workers=2, cores=1, memory="1g") as cluster:
+            on_cancel(cluster.stop)
+            chain = Chain(cluster.master_url, work / "on_cluster")
+            on_cancel(chain.abort)
+            t = time.monotonic()
+            cluster.ensure_workers()
+            _cluster_generate_with_driver_kill(chain, cluster)
+            chain.run_all(("validate", "adc"))
+            cluster.ensure_workers()
+            _cluster_evaluate_with_worker_kill(chain, cluster)
+            chain.notes["seconds"] = time.monotonic() - t
+        local_ref.finish()
+    finally:
+        local_ref.close()
+    return {"chain": chain, "local_ref": local_ref}
+
+
+def _cluster_spec(work: Path):
+    from conftest import BackgroundSpec
+
+    return BackgroundSpec(fn=_cluster_work)
+
+
+BACKGROUND = {"cluster_work": _cluster_spec}
 
 
 @pytest.fixture(scope="module")
-def cluster(work, local_ref):
-    with StandaloneCluster(work / "standalone", n_workers=2, cores=1, memory="1g") as c:
-        yield c
+def cluster_work(background_run) -> dict:
+    return background_run("cluster_work").result
 
 
 @pytest.fixture(scope="module")
-def cluster_chain(cluster, work) -> Chain:
-    """The four jobs on the cluster, with the two faults built in (each job is submitted once more at most):
-    generate's first attempt is killed mid-write and re-run; a worker is killed while evaluate runs."""
-    chain = Chain(cluster.master_url, work / "on_cluster")
-    t = time.monotonic()
-    cluster.ensure_workers()
-    _cluster_generate_with_driver_kill(chain, cluster)
-    chain.run_all(("validate", "adc"))
-    cluster.ensure_workers()
-    _cluster_evaluate_with_worker_kill(chain, cluster)
-    chain.notes["seconds"] = time.monotonic() - t
-    return chain
+def local_ref(cluster_work) -> _Background:
+    """The local-mode reference chain (finished; ``get()`` returns it or raises what it raised)."""
+    return cluster_work["local_ref"]
+
+
+@pytest.fixture(scope="module")
+def cluster_chain(cluster_work) -> Chain:
+    """The cluster chain with the driver kill and the worker kill (finished)."""
+    return cluster_work["chain"]
 
 
 def _assert_ok(run: Submitted) -> None:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,8 @@ import pytest
 
 import scavenger
 from scavenger import cli
+
+from conftest import OBD_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "example.ipynb"
@@ -102,25 +105,59 @@ def test_unknown_estimator_is_a_usage_error(spark, small_generated):
                            estimators=["not_an_estimator"])
 
 
+# The notebook runs top to bottom in a real IPython kernel driven by nbclient, in a helper process started in the
+# background when collection ends (tests/conftest.py); the executed copy is kept in that run's directory.
+_EXECUTE = """
+import sys
+from pathlib import Path
+
+import nbclient
+import nbformat
+
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+nb = nbformat.read(src, as_version=4)
+client = nbclient.NotebookClient(nb, timeout=1200, kernel_name="python3",
+                                 resources={"metadata": {"path": str(src.parent)}})
+try:
+    client.execute()  # raises CellExecutionError on any failing cell
+finally:
+    nbformat.write(nb, dst)
+"""
+
+
+def _notebook_spec(work: Path):
+    import importlib.util
+
+    from conftest import BackgroundSpec
+
+    if not OBD_DIR.exists() or any(importlib.util.find_spec(m) is None
+                                   for m in ("nbformat", "nbclient", "ipykernel")):
+        return None    # the test skips
+    env = {"SCAVENGER_NOTEBOOK_WORKDIR": str(work / "work"), "SCAVENGER_OBD_DIR": str(OBD_DIR),
+           "SCAVENGER_NOTEBOOK_EVENTS": "1500", "SCAVENGER_PROGRESS": "0",
+           "SCAVENGER_MASTER": os.environ.get("SCAVENGER_TEST_MASTER", "local[2]")}
+    return BackgroundSpec(cmd=[sys.executable, "-c", _EXECUTE, NOTEBOOK, work / "example.executed.ipynb"],
+                          cwd=NOTEBOOK.parent, env=env, timeout=1500)
+
+
+BACKGROUND = {"notebook_run": _notebook_spec}
+
+
+@pytest.fixture(scope="module")
+def notebook_run(background_run):
+    return background_run("notebook_run")
+
+
 @pytest.mark.slow
-def test_example_notebook_runs_and_matches_the_cli(spark, obd_dir, tmp_path, monkeypatch):
+def test_example_notebook_runs_and_matches_the_cli(spark, obd_dir, tmp_path, notebook_run):
     nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
 
-    work = tmp_path / "work"
-    monkeypatch.setenv("SCAVENGER_NOTEBOOK_WORKDIR", str(work))
-    monkeypatch.setenv("SCAVENGER_OBD_DIR", str(obd_dir))
-    monkeypatch.setenv("SCAVENGER_NOTEBOOK_EVENTS", "1500")
-    monkeypatch.setenv("SCAVENGER_MASTER", os.environ.get("SCAVENGER_TEST_MASTER", "local[2]"))
-    monkeypatch.setenv("SCAVENGER_PROGRESS", "0")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=1200, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    try:
-        client.execute()  # raises CellExecutionError on any failing cell
-    finally:
-        nbformat.write(nb, tmp_path / "example.executed.ipynb")  # kept in the test's tmp dir for inspection
+    run = notebook_run
+    assert run.returncode == 0, run.tail()
+    work = run.workdir / "work"
+    nb = nbformat.read(run.workdir / "example.executed.ipynb", as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 6  # ADC, 2 forest kinds, alpha, reduction
