@@ -1,10 +1,13 @@
 """Shared fixtures: one SparkSession for the whole suite, paths to the OBD sample, background runs."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import pickle
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -29,6 +32,15 @@ _FAST_JVM_OPTS_SET = "SPARK_SUBMIT_OPTS" not in os.environ
 os.environ.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM_OPTS)
 
 
+SESSION_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "4g",
+    "spark.sql.adaptive.enabled": "true",
+}
+
+
 def _session_without_fast_jvm_opts(get_spark, **kwargs):
     """get_spark(**kwargs) with this process's JVM launched without FAST_JVM_OPTS (when the suite set them)."""
     if not _FAST_JVM_OPTS_SET:
@@ -44,18 +56,9 @@ def _session_without_fast_jvm_opts(get_spark, **kwargs):
 def spark():
     from scavenger.session import get_spark
 
-    session = _session_without_fast_jvm_opts(get_spark,
-        app_name="scavenger-tests",
-        master=os.environ.get("SCAVENGER_TEST_MASTER", "local[2]"),
-        conf={
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "4",
-            "spark.ui.enabled": "false",
-            "spark.driver.memory": "4g",
-            "spark.sql.adaptive.enabled": "true",
-            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="scavenger-warehouse-"),
-        },
-    )
+    session = _session_without_fast_jvm_opts(
+        get_spark, app_name="scavenger-tests", master=os.environ.get("SCAVENGER_TEST_MASTER", "local[2]"),
+        conf={**SESSION_CONF, "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="scavenger-warehouse-")})
     yield session
     session.stop()
 
@@ -68,20 +71,47 @@ def obd_dir() -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- background runs
-# A few tests wait on long, self-contained work -- one subprocess (benchmarks/run, the example notebook in its own
-# kernel) or a set of them (the standalone-cluster chain) -- and then check its outputs. The in-process tests keep
-# about one core busy, so that work is started when collection ends and runs beside them, one piece at a time in
-# collection order; the fixture that needs it waits for it and the tests make the same assertions as if the
-# fixture had done the work itself. A test module opts in with a module-level ``BACKGROUND = {name: builder}``:
-# ``name`` is the module's fixture that consumes the work (it is started only if a selected test uses that
-# fixture), ``builder(workdir)`` returns a ``BackgroundSpec`` (or None when the tests will skip), and the fixture
-# gets the finished run with ``background_run(name)``. SCAVENGER_TEST_BACKGROUND=0 starts each piece only when its
-# fixture asks for it (same code path, nothing overlaps).
+# A few tests wait on long, self-contained work -- one subprocess (the Airflow DAG runs, benchmarks/run, the example
+# notebook in its own kernel, a fixture's generate-and-run moved out of this process with ``background_call``) or
+# a set of them (the standalone-cluster chain) -- and then check its outputs. The in-process tests keep about one
+# core busy, so that work is started when collection ends and runs beside them, SCAVENGER_TEST_BACKGROUND (default
+# 2) pieces at a time in collection order, while the modules that use it run last; the fixture that needs it waits
+# for it and the tests make the same assertions as if the fixture had done the work itself. A test module opts in
+# with a module-level ``BACKGROUND = {name: builder}``: ``name`` is the module's fixture that consumes the work (it
+# is started only if a selected test uses that fixture), ``builder(workdir)`` returns a ``BackgroundSpec`` (or None
+# when the tests will skip), and the fixture gets the finished run with ``background_run(name)``.
+# SCAVENGER_TEST_BACKGROUND=0 starts each piece only when its fixture asks for it (same code path, nothing
+# overlaps).
 def _subprocess_env(extra: dict | None) -> dict:
     env = {**os.environ, **(extra or {})}
     if _FAST_JVM_OPTS_SET:
         env.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM_OPTS)
     return env
+
+
+VALUE_FILE = "value.pkl"
+BACKGROUND_CALL = Path(__file__).with_name("background_call.py")
+
+
+def background_call(module_file: str, fn_name: str, timeout: float = 900.0) -> Callable:
+    """A ``BACKGROUND`` builder for in-process work moved out of the suite's process: ``fn_name(workdir)`` of the test
+    module ``module_file``, run by tests/background_call.py in its own Python process (Spark session from
+    :func:`background_spark`); the fixture gets the pickled return value with ``background_run(name).value()``."""
+    def builder(workdir: Path) -> BackgroundSpec:
+        return BackgroundSpec(cmd=[sys.executable, BACKGROUND_CALL, module_file, fn_name, workdir], cwd=REPO,
+                              timeout=timeout)
+
+    return builder
+
+
+def background_spark():
+    """The SparkSession of a ``background_call`` process: the ``spark`` fixture's settings, 2g of driver memory."""
+    from scavenger.session import get_spark
+
+    return get_spark(app_name="scavenger-tests-background",
+                     master=os.environ.get("SCAVENGER_TEST_MASTER", "local[2]"),
+                     conf={**SESSION_CONF, "spark.driver.memory": "2g",
+                           "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="scavenger-warehouse-")})
 
 
 @dataclass
@@ -174,6 +204,12 @@ class BackgroundRun:
                     callback()
             self._done.wait(timeout=60)
 
+    def value(self):
+        """What the ``background_call`` function returned (its exit status checked first)."""
+        assert self.returncode == 0 and not self.timed_out, self.tail()
+        with open(self.workdir / VALUE_FILE, "rb") as fh:
+            return pickle.load(fh)
+
     def tail(self, n: int = 4000) -> str:
         state = "timed out" if self.timed_out else f"exit {self.returncode}"
         return (f"$ {' '.join(map(str, self.spec.cmd or []))}\n{state} after {self.seconds or 0:.0f}s\n"
@@ -211,8 +247,31 @@ def pytest_collection_finish(session):
             runs[key] = None if spec is None else BackgroundRun(name, spec, workdir)
             if spec is not None:
                 queue.append(runs[key])
-    if queue and os.environ.get("SCAVENGER_TEST_BACKGROUND", "1") != "0":
-        threading.Thread(target=lambda: [run.run() for run in queue], name="background-runs", daemon=True).start()
+    lanes = _background_lanes()
+    if queue and lanes:
+        pending = collections.deque(queue)
+
+        def lane() -> None:
+            while True:
+                try:
+                    run = pending.popleft()
+                except IndexError:
+                    return
+                run.run()
+
+        for i in range(lanes):
+            threading.Thread(target=lane, name=f"background-runs-{i}", daemon=True).start()
+
+
+def _background_lanes() -> int:
+    """SCAVENGER_TEST_BACKGROUND: how many background runs go at once (default 2: with the in-process tests that
+    keeps two cores busy, as most of this work waits on JVM start-up and small-task latency); 0 runs each one only
+    when its fixture asks for it."""
+    raw = os.environ.get("SCAVENGER_TEST_BACKGROUND", "2")
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise pytest.UsageError(f"SCAVENGER_TEST_BACKGROUND must be a whole number, got {raw!r}") from None
 
 
 def pytest_sessionfinish(session):

@@ -4,14 +4,33 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
-from scavenger.demo import run_demo
+from conftest import background_call
 
 
-def test_demo_runs_and_recovers_the_truth(spark, tmp_path):
+def _demo_work(work):
+    """The demo at a small scale (in its own process, in the background: tests/conftest.py)."""
+    from conftest import background_spark
+    from scavenger.demo import run_demo
+
     lines = []
-    summary = run_demo(spark, str(tmp_path / "demo"), days=2, events_per_day=6000, seed=3, printer=lines.append)
-    text = "\n".join(str(x) for x in lines)
+    summary = run_demo(background_spark(), str(work / "demo"), days=2, events_per_day=6000, seed=3,
+                       printer=lines.append)
+    return {"text": "\n".join(str(x) for x in lines), "summary": summary}
+
+
+BACKGROUND = {"demo_run": background_call(__file__, "_demo_work")}
+
+
+@pytest.fixture(scope="module")
+def demo_run(background_run):
+    return background_run("demo_run")
+
+
+def test_demo_runs_and_recovers_the_truth(demo_run):
+    value = demo_run.value()
+    text, summary, tmp_path = value["text"], value["summary"], demo_run.workdir
     for heading in ("attention-decay coefficients", "data gate on the ranked logs", "ranked target policies",
                     "data gate on the slotted logs", "slotted target policies"):
         assert heading in text

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import background_call
 from scavenger import cli
 from scavenger.report import build, inputs as rinputs
 
@@ -157,11 +158,13 @@ def test_report_bad_arguments_exit_2(tmp_path, capsys):
 D1, D2 = "2026-01-01", "2026-01-02"
 
 
-@pytest.fixture(scope="module")
-def report_run(spark, tmp_path_factory):
+def _report_work(base: Path) -> dict:
+    """Generate, adc, evaluate (two days), validate a dirtied day and report -- in its own process, in the
+    background (tests/conftest.py)."""
+    from conftest import background_spark
     from scavenger.simulation.generator import GeneratorConfig, generate
 
-    base = tmp_path_factory.mktemp("report")
+    spark = background_spark()
     gen = base / "gen"
     cfg = GeneratorConfig(layout="ranked", logging="uniform", n_positions=3, n_ads=6, n_contexts=6, days=2,
                           events_per_day=2500, start_date=D1, seed=11)
@@ -189,6 +192,14 @@ def report_run(spark, tmp_path_factory):
     assert cli.main(["report", "--root", str(root), "--dt", D2, "--ground-truth", str(gen / "ground_truth.json"),
                      "--out", str(out)]) == 0
     return {"root": root, "gen": gen, "out": out, "html": out / "report.html", "has_validate": has_validate}
+
+
+BACKGROUND = {"report_run": background_call(__file__, "_report_work")}
+
+
+@pytest.fixture(scope="module")
+def report_run(background_run) -> dict:
+    return background_run("report_run").value()
 
 
 @pytest.mark.slow

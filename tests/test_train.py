@@ -13,20 +13,20 @@ import os
 import pandas as pd
 import pytest
 
+from conftest import background_call
+
 M = 4
 TRAIN = ("2026-01-01", "2026-01-02")
 SCORE = ("2026-01-03", "2026-01-03")
 NEW_AD = "zz_new_ad"
 
 
-@pytest.fixture(scope="module")
-def world(spark, tmp_path_factory):
+def _world(spark, root: str) -> dict:
     from pyspark.sql import functions as F
 
     from scavenger.contract import read_logs
     from scavenger.simulation.generator import GeneratorConfig, generate
 
-    root = str(tmp_path_factory.mktemp("train"))
     gen_dir = os.path.join(root, "gen")
     cfg = GeneratorConfig(layout="ranked", logging="uniform", n_positions=4, n_ads=20, n_contexts=12, days=3,
                           events_per_day=20_000, seed=11)
@@ -51,16 +51,37 @@ def world(spark, tmp_path_factory):
     return {"root": root, "gen": gen_dir, "truth": truth, "elig": elig_path}
 
 
-@pytest.fixture(scope="module")
-def trained(spark, world):
+def _train_work(work) -> dict:
+    """The data set and the training run, in their own process, in the background (tests/conftest.py)."""
+    from conftest import background_spark
     from scavenger.policies.train import TrainConfig, run_training
 
+    spark = background_spark()
+    world = _world(spark, str(work))
     out = os.path.join(world["root"], "out")
     cfg = TrainConfig(logs=os.path.join(world["gen"], "logs"), date_from=TRAIN[0], date_to=TRAIN[1],
                       score_from=SCORE[0], score_to=SCORE[1], out=out, method="both", m=M, adc="estimate",
                       eligibility=world["elig"], seed=3, truth="auto", dedup="both")
     summary = run_training(spark, cfg)
-    return {"summary": summary, "out": out, "cfg": cfg}
+    return {"world": world, "trained": {"summary": summary, "out": out, "cfg": cfg}}
+
+
+BACKGROUND = {"train_run": background_call(__file__, "_train_work")}
+
+
+@pytest.fixture(scope="module")
+def train_run(background_run) -> dict:
+    return background_run("train_run").value()
+
+
+@pytest.fixture(scope="module")
+def world(train_run) -> dict:
+    return train_run["world"]
+
+
+@pytest.fixture(scope="module")
+def trained(train_run) -> dict:
+    return train_run["trained"]
 
 
 def _pid(method):
