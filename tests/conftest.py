@@ -105,13 +105,13 @@ VALUE_FILE = "value.pkl"
 BACKGROUND_CALL = Path(__file__).with_name("background_call.py")
 
 
-def background_call(module_file: str, fn_name: str, timeout: float = 900.0) -> Callable:
+def background_call(module_file: str, fn_name: str, timeout: float = 900.0, env: dict | None = None) -> Callable:
     """A ``BACKGROUND`` builder for in-process work moved out of the suite's process: ``fn_name(workdir)`` of the test
     module ``module_file``, run by tests/background_call.py in its own Python process (Spark session from
     :func:`background_spark`); the fixture gets the pickled return value with ``background_run(name).value()``."""
     def builder(workdir: Path) -> BackgroundSpec:
         return BackgroundSpec(cmd=[sys.executable, BACKGROUND_CALL, module_file, fn_name, workdir], cwd=REPO,
-                              timeout=timeout)
+                              timeout=timeout, env=env)
 
     return builder
 

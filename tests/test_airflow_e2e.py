@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 DAGS = REPO / "airflow_dags"
 sys.path.insert(0, str(DAGS))
 
+from conftest import background_call  # noqa: E402
 from scavenger_airflow.testing import isolate_airflow_home  # noqa: E402
 
 isolate_airflow_home()
@@ -146,7 +146,7 @@ MARK = "=== scavenger-e2e: {} ==="
 
 
 def _run_dags(work: Path) -> dict:
-    """All of the module's DAG runs, in one process (run as ``python tests/test_airflow_e2e.py WORKDIR``):
+    """All of the module's DAG runs, in one process (tests/background_call.py):
     scavenger_daily twice for DAY2 on uniform logs (snapshots of every job's tables after each run), once for DAY1
     on contextual logs (stopped at the gate), and scavenger_evaluate for the window with the daily ADC table."""
     from scavenger.session import get_spark
@@ -200,12 +200,10 @@ def _run_dags(work: Path) -> dict:
 def _dag_runs_spec(work: Path):
     """The DAG runs in their own process (own AIRFLOW_HOME), started in the background when collection ends
     (tests/conftest.py, BACKGROUND): each task is a spark-submit, so this is minutes of mostly-waiting work."""
-    from conftest import BackgroundSpec
-
     home = work / "airflow_home"
     home.mkdir()
-    return BackgroundSpec(cmd=[sys.executable, __file__, work], cwd=REPO, timeout=1500,
-                          env={"SCAVENGER_TEST_AIRFLOW_HOME": str(home)})
+    return background_call(__file__, "_run_dags", timeout=1500,
+                           env={"SCAVENGER_TEST_AIRFLOW_HOME": str(home)})(work)
 
 
 BACKGROUND = {"dag_runs": _dag_runs_spec}
@@ -214,11 +212,7 @@ BACKGROUND = {"dag_runs": _dag_runs_spec}
 @pytest.fixture(scope="module")
 def dag_runs(background_run) -> dict:
     run = background_run("dag_runs")
-    assert run.returncode == 0, run.tail()
-    with open(run.workdir / "dag_runs.pkl", "rb") as fh:
-        out = pickle.load(fh)
-    out["stdout"], out["stderr"] = run.stdout, run.stderr
-    return out
+    return {**run.value(), "stdout": run.stdout, "stderr": run.stderr}
 
 
 @pytest.fixture(scope="module")
@@ -324,10 +318,3 @@ def test_evaluate_dag_refuses_a_bad_param_before_running(airflow_db, daily_runs)
     with pytest.raises(ParamValidationError, match="Invalid input for param prior_mean"):
         _load_dag("scavenger_evaluate").test(logical_date=_logical(DAY1), run_conf={"prior_mean": -1.0})
 
-
-if __name__ == "__main__":
-    _work = Path(sys.argv[1])
-    _out = _run_dags(_work)
-    with open(_work / "dag_runs.pkl.tmp", "wb") as _fh:
-        pickle.dump(_out, _fh)
-    os.replace(_work / "dag_runs.pkl.tmp", _work / "dag_runs.pkl")
