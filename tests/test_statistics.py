@@ -21,7 +21,9 @@ REL = 1e-9
 
 # ---- random logs built directly (random K, string ad ids, missing days, several policies) ---------------------
 def build_random(seed: int, K: int | None = None, n_ads: int | None = None, days=(0, 1, 3), per_day: int = 60,
-                 logging_policies=("lp_a", "lp_b"), with_nulls: bool = True):
+                 logging_policies=("lp_a", "lp_b"), with_nulls: bool = True, odd_shapes: bool = False):
+    """``odd_shapes``: some logged slates off the contract's shape (a position missing, or an extra slot at K + 1),
+    which the scan reads on its per-row path (``rest``)."""
     rng = random.Random(seed)
     K = K or rng.randint(1, 4)
     n_ads = n_ads or rng.randint(K + 1, K + 5)
@@ -38,6 +40,12 @@ def build_random(seed: int, K: int | None = None, n_ads: int | None = None, days
                 prop = None if (with_nulls and rng.random() < 0.03) else rng.choice([0.25, 0.5, 1.0, rng.uniform(0.05, 1)])
                 rew = None if (with_nulls and rng.random() < 0.03) else float(rng.random() < 0.35)
                 slots.append({"position": i + 1, "ad_id": a, "propensity": prop, "reward": rew})
+            if odd_shapes and rng.random() < 0.3:
+                if K > 1 and rng.random() < 0.6:
+                    del slots[rng.randrange(K)]
+                else:
+                    slots.append({"position": K + 1, "ad_id": rng.choice(ads), "propensity": 0.5,
+                                  "reward": float(rng.random() < 0.5)})
             rng.shuffle(slots)  # slot order in the array must not matter
             slate_reward = round(rng.uniform(0, 3), 3) if rng.random() < 0.1 else None
             logs.append({"event_id": eid, "event_time": dt.datetime(day.year, day.month, day.day, 12),
@@ -149,7 +157,11 @@ def ref_tables(data):
                         rew * rew * x["probability"] * y["probability"]
         Y = []
         for k in range(1, K + 1):
-            s = [s for s in ev["slots"] if s["position"] == k][0]
+            at_k = [s for s in ev["slots"] if s["position"] == k]
+            if not at_k:  # a gap: Y_k unknown, the event counts as missing a propensity
+                Y.append(np.nan)
+                continue
+            s = at_k[0]
             pik = sum(x["probability"] for x in d["slots"] if x["position"] == k and x["ad_id"] == s["ad_id"])
             Y.append(pik / s["propensity"] if s["propensity"] is not None else np.nan)
         Ys[(p, ev["logging_policy"])][0].append(r)
@@ -258,6 +270,17 @@ def test_random_shapes_equal_reference(spark, seed):
     data = build_random(seed=seed, days=(0, 2), per_day=40)
     L, D = frames(spark, data)
     merged = {name: merge(name, [df]) for name, df in scan(L, D).items()}
+    assert_tables_match(merged, data)
+
+
+@pytest.mark.parametrize("seed", [5])
+def test_off_contract_slates_equal_reference(spark, seed):
+    """Logged slates with a missing position or an extra slot (the scan's per-row path for the events) beside
+    the decision shapes of ``build_random``: every table still equals the row-by-row reference."""
+    data = build_random(seed=seed, K=3, days=(0, 1), per_day=50, odd_shapes=True)
+    assert any(len(ev["slots"]) != 3 for ev in data["logs"])
+    L, D = frames(spark, data)
+    merged = {name: merge(name, [df]) for name, df in scan(L, D, StatsConfig(n_positions=3)).items()}
     assert_tables_match(merged, data)
 
 

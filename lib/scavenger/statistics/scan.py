@@ -158,14 +158,15 @@ def k_max(logs) -> int:
     return int(row["k"] or 0)
 
 
-def flatten_events(logs, K: int, keys: bool = False):
+def flatten_events(logs, K: int, keys: bool = False, ad_set: bool = False):
     """One row per event with the slate as scalar columns a_k (ad), mu_k (propensity), w_k (reward, nullable) for
     k = 1..K, so the hot path uses plain (code-generated) expressions instead of per-row lambdas.
 
     ``exact``: the slots are exactly positions 1..K (the contract's shape); then slot k is element k of the
     position-sorted array. Other rows (gaps, other sizes) take slot k as the first slot with position k and keep
     their original array in ``rest`` for the few statistics that need every slot. ``r`` = slate reward (or the sum
-    of slot rewards), ``clicked`` = some slot reward is nonzero, ``lkey`` (``keys``) = the logged slate's key.
+    of slot rewards), ``clicked`` = some slot reward is nonzero, ``lkey`` (``keys``) = the logged slate's key,
+    ``lset`` (``ad_set``) = :func:`_ad_set_key` of the logged ads (a target showing the same set re-orders the slate).
     """
     from pyspark.sql import functions as F
 
@@ -201,9 +202,26 @@ def flatten_events(logs, K: int, keys: bool = False):
             clicked.alias("clicked"), F.when(~ex, slots).alias("rest")]
     if keys:
         cols.append(F.when(ex, _flat_slate_key(a)).otherwise(slate_key_col(slots)).alias("lkey"))
+    if ad_set:
+        cols.append(_ad_set_key(F.when(ex, F.array(*a)).otherwise(slots.getField("ad_id"))).alias("lset"))
     for k in range(K):
         cols += [a[k].alias(f"a_{k + 1}"), mu[k].alias(f"mu_{k + 1}"), w[k].alias(f"w_{k + 1}")]
     return staged.select(*cols)
+
+
+def _ad_set_key(ads):
+    """xxhash64(size, sorted ads) of an array of ad ids: equal for two slates that show the same ads in any order
+    (one long carried through the join instead of two sorted string arrays compared per row)."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(F.size(ads), F.sort_array(ads))
+
+
+def _pair_hash(position, ad):
+    """xxhash64(position, ad_id): the lookup key of a decision entry (a long, compared without building structs)."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(position, ad)
 
 
 def _logged_slots(K: int):
@@ -218,13 +236,18 @@ def _logged_slots(K: int):
 
 def flatten_decisions(decisions, K: int, keys: bool = False):
     """One row per (policy, event) with the decision as scalar columns d_a_k, d_p_k when it has exactly one entry
-    per position 1..K (``one``: every deterministic slate); other decisions keep their array in ``drest``.
-    ``deterministic``: every probability is 0 or 1; ``tkey`` (``keys``, deterministic decisions): the key of the
-    slate of its probability-1 entries."""
+    per position 1..K (``one``: every deterministic slate); other decisions keep their array in ``drest`` with the
+    lookup keys ``_dh`` (:func:`_pair_hash` of each entry), probabilities ``_dp`` and ``_nodup`` (no two entries
+    share a key, so a (position, ad) pair is found by one ``array_position`` over longs).
+    ``deterministic``: every probability is 0 or 1; ``tset`` (deterministic decisions): :func:`_ad_set_key` of the
+    ads it shows (probability 1); ``tkey`` (``keys``, deterministic decisions): the key of the slate of its
+    probability-1 entries."""
     from pyspark.sql import functions as F
 
     src = decisions.select(F.col("dt"), F.col("event_id"), F.col("policy_id"), F.col("base_policy"),
-                           F.col("slots"), F.sort_array(F.col("slots")).alias("_ds"))
+                           F.col("slots"),
+                           # sorted only when it can be one entry per position (stochastic decisions are longer)
+                           F.when(F.size(F.col("slots")) == F.lit(K), F.sort_array(F.col("slots"))).alias("_ds"))
     one = _all([F.size(F.col("slots")) == F.lit(K)]
                + [F.try_element_at(F.col("_ds"), F.lit(k)).getField("position") == F.lit(k)
                   for k in range(1, K + 1)])
@@ -235,15 +258,22 @@ def flatten_decisions(decisions, K: int, keys: bool = False):
     on = F.col("one")
     det = F.when(on, _all([(p == F.lit(0.0)) | (p == F.lit(1.0)) for p in d_p])).otherwise(
         F.size(F.array_except(F.col("slots").getField("probability"), F.array(F.lit(0.0), F.lit(1.0)))) == F.lit(0))
+    full = on & _all([p == F.lit(1.0) for p in d_p])
+    shown = F.when(full, F.array(*d_a)).otherwise(
+        F.filter(F.col("slots"), lambda d: d["probability"] > 0).getField("ad_id"))
+    dh = F.transform(F.col("slots"), lambda d: _pair_hash(d["position"], d["ad_id"]))
     cols = [F.col("dt"), F.col("event_id"), F.col("policy_id"), F.col("base_policy"), on.alias("one"),
-            det.alias("deterministic"), F.when(~on, F.col("slots")).alias("drest")]
+            det.alias("deterministic"), F.when(~on, F.col("slots")).alias("drest"),
+            F.when(det, _ad_set_key(shown)).alias("tset"), F.when(~on, dh).alias("_dh"),
+            F.when(~on, F.col("slots").getField("probability")).alias("_dp")]
     if keys:
-        full = on & _all([p == F.lit(1.0) for p in d_p])
         cols.append(F.when(full, _flat_slate_key(d_a)).otherwise(
             F.when(det, slate_key_col(F.col("slots"), prob_filter=True))).alias("tkey"))
     for k in range(K):
         cols += [F.when(on, d_a[k]).alias(f"d_a_{k + 1}"), F.when(on, d_p[k]).alias(f"d_p_{k + 1}")]
-    return staged.select(*cols)
+    flat = staged.select(*cols)
+    nodup = F.size(F.array_distinct(F.col("_dh"))) == F.size(F.col("_dh"))
+    return flat.select(*[F.col(c) for c in flat.columns], F.when(~F.col("one"), nodup).alias("_nodup"))
 
 
 def _decision_slots(K: int):
@@ -255,13 +285,16 @@ def _decision_slots(K: int):
 
 
 def _pi_lookup(k: int, ad):
-    """pi(ad at position k | x) for a decision kept in ``drest`` without repeated (position, ad) entries: the
-    probability of the entry found by ``array_position`` in the (position, ad_id) pairs ``_dz`` (0 if absent).
-    Built-in, code-generated expressions; seed 002 section 2 (pi_k(a|x))."""
+    """pi(ad at position k | x) for a decision kept in ``drest`` whose entries have distinct keys (``_nodup``): the
+    probability of the entry whose :func:`_pair_hash` ``array_position`` finds in ``_dh`` (0 if absent). The found
+    entry is checked against (k, ad), so a hash collision with another entry reads 0, which is exact: with distinct
+    keys the pair, if present, is the only entry with its key. Seed 002 section 2 (pi_k(a|x))."""
     from pyspark.sql import functions as F
 
-    idx = F.array_position(F.col("_dz"), F.struct(F.lit(k).alias("position"), ad.alias("ad_id"))).cast("int")
-    return F.when(ad.isNotNull() & (idx > 0), F.element_at(F.col("_dp"), idx)).otherwise(F.lit(0.0))
+    idx = F.array_position(F.col("_dh"), _pair_hash(F.lit(k), ad)).cast("int")
+    entry = F.element_at(F.col("drest"), idx)
+    found = (idx > 0) & (entry.getField("position") == F.lit(k)) & (entry.getField("ad_id") == ad)
+    return F.when(ad.isNotNull() & found, F.element_at(F.col("_dp"), idx)).otherwise(F.lit(0.0))
 
 
 def join_decisions(events, decisions, K: int, keys: bool = False):
@@ -269,19 +302,14 @@ def join_decisions(events, decisions, K: int, keys: bool = False):
     mu_k(a_k|x) (null when the propensity is missing or zero), ``miss`` (some Y_k null), ``reorder`` (a
     deterministic decision showing exactly the logged ads) and the columns the factored tables need.
 
-    pi_k(a_k|x) is read from the flat decision columns (``one``), else looked up with ``array_position`` in the
-    decision's (position, ad_id) pairs (``nodup``: no pair repeated), else summed by a per-row lambda (decisions
-    off the contract that repeat a pair)."""
+    pi_k(a_k|x) is read from the flat decision columns (``one``), else looked up by key (:func:`_pi_lookup`;
+    ``_nodup``: no pair repeated), else summed by a per-row lambda (decisions off the contract that repeat a pair).
+    ``reorder`` compares one long per side (``tset`` = ``lset``, :func:`_ad_set_key`) instead of sorted arrays.
+    The events need ``flatten_events(.., ad_set=True)``."""
     from pyspark.sql import functions as F
 
-    joined = events.join(decisions, on=["dt", "event_id"], how="inner")
+    helper = events.join(decisions, on=["dt", "event_id"], how="inner")
     drest = F.col("drest")
-    pairs = F.arrays_zip(drest.getField("position"), drest.getField("ad_id"))
-    base = joined.select(*[F.col(c) for c in joined.columns], pairs.alias("_dz"),
-                         drest.getField("probability").alias("_dp"))
-    nodup = F.size(F.array_distinct(F.col("_dz"))) == F.size(F.col("_dz"))
-    helper = base.select(*[F.col(c) for c in base.columns], nodup.alias("_nodup"))
-    both = F.col("exact") & F.col("one")
     a = [F.col(f"a_{k}") for k in range(1, K + 1)]
     d_a = [F.col(f"d_a_{k}") for k in range(1, K + 1)]
     d_p = [F.col(f"d_p_{k}") for k in range(1, K + 1)]
@@ -291,15 +319,10 @@ def join_decisions(events, decisions, K: int, keys: bool = False):
         slow = F.aggregate(drest, F.lit(0.0), _pi_adder(k, F.col(f"a_{k}")))
         pi = F.when(F.col("one"), fast).when(F.col("_nodup"), _pi_lookup(k, a[k - 1])).otherwise(slow)
         ys.append(F.try_divide(pi, F.col(f"mu_{k}")).alias(f"Y_{k}"))
-    logged_ads = F.transform(_logged_slots(K), lambda s: s["ad_id"])
-    target_ads = F.transform(F.filter(_decision_slots(K), lambda d: d["probability"] > 0), lambda d: d["ad_id"])
-    fast_reorder = F.sort_array(F.array(*d_a)) == F.sort_array(F.array(*a))
-    full = F.col("one") & _all([p == F.lit(1.0) for p in d_p])
-    reorder = F.col("deterministic") & F.when(both & full, fast_reorder).otherwise(
-        F.sort_array(target_ads) == F.sort_array(logged_ads))
+    reorder = F.col("deterministic") & (F.col("tset") == F.col("lset"))
     cols = [F.col("dt"), F.col("event_id"), F.col("policy_id"), F.col("logging_policy"), F.col("base_policy"),
             F.col("r"), F.col("deterministic"), reorder.alias("reorder"), F.col("clicked"),
-            F.col("exact"), F.col("one"), F.col("rest"), F.col("drest"), F.col("_dz"), F.col("_dp"),
+            F.col("exact"), F.col("one"), F.col("rest"), F.col("drest"), F.col("_dh"), F.col("_dp"),
             F.col("_nodup"), *ys]
     if keys:
         cols += [F.col("lkey"), F.col("tkey")]
@@ -360,16 +383,22 @@ def _policy_groups(joined, K: int):
     from pyspark.sql import functions as F
 
     ok = ~F.col("miss")
+    keys = [F.col(c) for c in ("dt", "policy_id", "logging_policy", "base_policy")]
+    # r and Y_k of the rows with every propensity (null otherwise) are projected once, so each moment below is a
+    # plain sum of products (a null product, i.e. a row missing a propensity, is skipped by the sum)
+    narrow = joined.select(*keys, F.col("deterministic"), F.col("reorder"), F.col("miss"), F.col("r"),
+                           F.when(ok, F.col("r")).alias("_ro"),
+                           *[F.when(ok, F.col(f"Y_{k}")).alias(f"_Yo_{k}") for k in range(1, K + 1)])
 
     def s(expr):
-        return F.sum(F.when(ok, expr))
+        return F.sum(expr)
 
-    r = F.col("r")
-    Y = [F.col(f"Y_{k}") for k in range(1, K + 1)]
+    r = F.col("_ro")
+    Y = [F.col(f"_Yo_{k}") for k in range(1, K + 1)]
     aggs = [F.count(F.lit(1)).alias("n_all"),
             F.sum(F.col("deterministic").cast("long")).alias("n_det"),
             F.sum(F.col("reorder").cast("long")).alias("n_reorder"),
-            F.sum(r).alias("s_r_all"), F.sum(r * r).alias("s_r2_all"),
+            F.sum(F.col("r")).alias("s_r_all"), F.sum(F.col("r") * F.col("r")).alias("s_r2_all"),
             F.sum(ok.cast("long")).alias("n"),
             F.sum(F.col("miss").cast("long")).alias("n_missing_propensity"),
             s(r).alias("s_r"), s(r * r).alias("s_r2")]
@@ -377,7 +406,7 @@ def _policy_groups(joined, K: int):
         W = Y[0]
         for y in Y[1:]:
             W = W * y
-        pairs = [(j, k) for j in range(K) for k in range(K)]
+        pairs = _upper_pairs(K)  # YY-type sums are symmetric in (j, k): K(K+1)/2 sums, expanded on the driver
         aggs += [
             F.array(*[s(Y[k]) for k in range(K)]).alias("s_Y"),
             F.array(*[s(r * Y[k]) for k in range(K)]).alias("s_rY"),
@@ -387,13 +416,34 @@ def _policy_groups(joined, K: int):
             F.array(*[s(r * r * Y[j] * Y[k]) for j, k in pairs]).alias("s_r2YY"),
             s(W).alias("s_W"), s(r * W).alias("s_rW"), s(W * W).alias("s_W2"), s(r * W * W).alias("s_rW2"),
             s(r * r * W * W).alias("s_r2W2"),
-            F.sum(F.when(ok & (W > 0), 1).otherwise(0)).cast("long").alias("n_W_pos"),
-            F.max(F.when(ok, W)).alias("max_W"),
-            F.array(*[F.max(F.when(ok, Y[k])) for k in range(K)]).alias("max_Y"),
-            F.array(*[F.sum(F.when(ok & (Y[k] > 0), 1).otherwise(0)).cast("long") for k in range(K)]
-                    ).alias("n_Y_pos"),
+            F.sum(F.when(W > 0, 1).otherwise(0)).cast("long").alias("n_W_pos"),
+            F.max(W).alias("max_W"),
+            F.array(*[F.max(Y[k]) for k in range(K)]).alias("max_Y"),
+            F.array(*[F.sum(F.when(Y[k] > 0, 1).otherwise(0)).cast("long") for k in range(K)]).alias("n_Y_pos"),
         ]
-    return joined.groupBy("dt", "policy_id", "logging_policy", "base_policy").agg(*aggs)
+    return narrow.groupBy("dt", "policy_id", "logging_policy", "base_policy").agg(*aggs)
+
+
+def _upper_pairs(K: int) -> list:
+    """(j, k) with j <= k: the distinct entries of a symmetric K x K matrix, row-major."""
+    return [(j, k) for j in range(K) for k in range(j, K)]
+
+
+def _symmetric_full(rows, K: int) -> list:
+    """Row-major K*K arrays (j*K + k) from the upper-triangle sums of :func:`_upper_pairs` (nulls -> NaN)."""
+    import numpy as np
+
+    pairs = _upper_pairs(K)
+    jj = np.array([j for j, _ in pairs], dtype=int)
+    kk = np.array([k for _, k in pairs], dtype=int)
+    out = []
+    for v in rows:
+        u = np.array([np.nan if x is None else x for x in v], dtype=float)
+        full = np.empty(K * K)
+        full[jj * K + kk] = u
+        full[kk * K + jj] = u
+        out.append(full)
+    return out
 
 
 _MOMENT_COLS = ("n", "n_missing_propensity", "s_r", "s_r2", "s_Y", "s_rY", "s_r2Y", "s_YY", "s_rYY", "s_r2YY",
@@ -425,6 +475,7 @@ def _split_policy_groups(groups, K: int) -> dict:
     out["base_targets"] = (bt.groupby(["dt", "policy_id", "base_policy"], sort=True).sum().reset_index()
                            .astype({"n_target": "int64", "n_match": "int64"}))
     if K > 0 and len(g):
+        g = g.assign(**{c: _symmetric_full(g[c], K) for c in ("s_YY", "s_rYY", "s_r2YY")})
         sm = merge("slate_moments", [g[["dt", "policy_id", "logging_policy", *_MOMENT_COLS]]], by_dt=True)
         out["slate_moments"] = sm.astype({"n": "int64", "n_missing_propensity": "int64", "n_W_pos": "int64"})
     return out
@@ -432,41 +483,38 @@ def _split_policy_groups(groups, K: int) -> dict:
 
 def _factored_groups(joined, K: int):
     """Per clicked logged slot i (reward != 0): q_j = pi(its ad at position j | x), j = 1..K; sums of r q_j,
-    r^2 q_j and r^2 q_j q_j2 per (dt, policy, ad, position i) (unpivoted on the driver)."""
+    r^2 q_j and r^2 q_j q_j2 per (dt, policy, ad, position i) (unpivoted on the driver). Seed 001 section 4.
+
+    The logged slots of clicked events are exploded first and the zero-reward ones dropped, so q is computed
+    (K lookups) only for the slots that carry a reward, in a small code-generated projection."""
     from pyspark.sql import functions as F
 
-    both = F.col("exact") & F.col("one")
-    fast = F.array(*[F.struct(
-        F.lit(i).alias("pos_i"), F.col(f"a_{i}").alias("ad_id"),
-        F.coalesce(F.col(f"w_{i}"), F.lit(0.0)).alias("rew"),
-        F.array(*[F.when((F.col(f"d_a_{j}") == F.col(f"a_{i}")) & (F.col(f"d_p_{j}") > 0), F.col(f"d_p_{j}"))
-                  .otherwise(F.lit(0.0)) for j in range(1, K + 1)]).alias("q"))
-        for i in range(1, K + 1)])
-    looked_up = F.array(*[F.struct(
-        F.lit(i).alias("pos_i"), F.col(f"a_{i}").alias("ad_id"),
-        F.coalesce(F.col(f"w_{i}"), F.lit(0.0)).alias("rew"),
-        F.array(*[F.greatest(_pi_lookup(j, F.col(f"a_{i}")), F.lit(0.0)) for j in range(1, K + 1)]).alias("q"))
-        for i in range(1, K + 1)])
-    dslots = _decision_slots(K)
-
-    def q_of(s):
-        return F.array(*[F.aggregate(dslots, F.lit(0.0), _pi_adder(j, s["ad_id"], positive=True))
-                         for j in range(1, K + 1)])
-
-    slow = F.transform(_logged_slots(K), lambda s: F.struct(
-        s["position"].alias("pos_i"), s["ad_id"].alias("ad_id"), F.coalesce(s["reward"], F.lit(0.0)).alias("rew"),
-        q_of(s).alias("q")))
-    slots = F.when(both, fast).when(F.col("exact") & F.col("_nodup"), looked_up).otherwise(slow)
-    rows = (joined.where(F.col("clicked"))
-            .select(F.col("dt"), F.col("policy_id"), F.explode(slots).alias("c")))
-    clicked = rows.select(F.col("dt"), F.col("policy_id"), F.col("c.pos_i").alias("pos_i"),
-                          F.col("c.ad_id").alias("ad_id"), F.col("c.rew").alias("rew"), F.col("c.q").alias("q"))
-    clicked = clicked.where((F.col("rew") != F.lit(0.0)) & (F.array_max(F.col("q")) > F.lit(0.0)))
+    dec_cols = ["one", "drest", "_dh", "_dp", "_nodup"] + [f"d_{x}_{j}" for j in range(1, K + 1) for x in "ap"]
+    per_event = joined.where(F.col("clicked")).select(
+        F.col("dt"), F.col("policy_id"), *[F.col(c) for c in dec_cols], _logged_slots(K).alias("ls"))
+    exploded = per_event.select(F.col("dt"), F.col("policy_id"), *[F.col(c) for c in dec_cols],
+                                F.explode(F.col("ls")).alias("s"))
+    slots = exploded.select(F.col("dt"), F.col("policy_id"), *[F.col(c) for c in dec_cols],
+                            F.col("s.position").alias("pos_i"), F.col("s.ad_id").alias("ad_id"),
+                            F.coalesce(F.col("s.reward"), F.lit(0.0)).alias("rew"))
+    rewarded = slots.where(F.col("rew") != F.lit(0.0))
+    ad = F.col("ad_id")
+    q = []
+    for j in range(1, K + 1):
+        d_a, d_p = F.col(f"d_a_{j}"), F.col(f"d_p_{j}")
+        fast = F.when((d_a == ad) & (d_p > 0), d_p).otherwise(F.lit(0.0))
+        slow = F.aggregate(F.col("drest"), F.lit(0.0), _pi_adder(j, ad, positive=True))
+        q.append(F.when(F.col("one"), fast).when(F.col("_nodup"), F.greatest(_pi_lookup(j, ad), F.lit(0.0)))
+                 .otherwise(slow))
+    clicked = rewarded.select(F.col("dt"), F.col("policy_id"), F.col("ad_id"), F.col("pos_i"), F.col("rew"),
+                              F.array(*q).alias("q"))
+    clicked = clicked.where(F.array_max(F.col("q")) > F.lit(0.0))
     rew, q = F.col("rew"), F.col("q")
     return clicked.groupBy("dt", "policy_id", "ad_id", "pos_i").agg(
         F.array(*[F.sum(rew * q[j]) for j in range(K)]).alias("s_rp"),
         F.array(*[F.sum(rew * rew * q[j]) for j in range(K)]).alias("s_r2p"),
-        F.array(*[F.sum(rew * rew * q[j] * q[j2]) for j in range(K) for j2 in range(K)]).alias("s_r2pp"))
+        # symmetric in (j, j2): the upper triangle, expanded by _split_factored
+        F.array(*[F.sum(rew * rew * q[j] * q[j2]) for j, j2 in _upper_pairs(K)]).alias("s_r2pp"))
 
 
 def _split_factored(groups, K: int) -> dict:
@@ -482,7 +530,7 @@ def _split_factored(groups, K: int) -> dict:
                 "factored_sq": pd.DataFrame(columns=keys + ["pos_j", "pos_j2", "s_r2pp"])}
     rp = np.vstack([np.asarray(v, dtype=float) for v in groups["s_rp"]])
     r2p = np.vstack([np.asarray(v, dtype=float) for v in groups["s_r2p"]])
-    r2pp = np.vstack([np.asarray(v, dtype=float) for v in groups["s_r2pp"]])
+    r2pp = np.vstack(_symmetric_full(groups["s_r2pp"], K))
     base = {c: groups[c].to_numpy() for c in keys}
     rows, cols = np.nonzero(r2p > 0)
     fac = pd.DataFrame({**{c: v[rows] for c, v in base.items()}, "pos_j": (cols + 1).astype("int32"),
@@ -528,7 +576,7 @@ def scan(logs, decisions=None, config: StatsConfig = StatsConfig()) -> dict:
 
     K = config.n_positions if config.n_positions is not None else k_max(logs)
     keys = bool(config.slate_actions)
-    events = flatten_events(logs, K, keys=keys).persist(StorageLevel.MEMORY_AND_DISK)
+    events = flatten_events(logs, K, keys=keys, ad_set=decisions is not None).persist(StorageLevel.MEMORY_AND_DISK)
     out = {}
     try:
         out["log_summary"] = _log_summary(events).toPandas()
