@@ -39,7 +39,7 @@ def heavy(spark):
 
 
 def test_sums_agree_with_fsum(heavy):
-    from scavenger.statistics.scan import _policy_groups
+    from scavenger.statistics.scan import _policy_groups, _upper_pairs
 
     got = _policy_groups(heavy, 2).toPandas().iloc[0]
     cols = heavy.select("r", "Y_1", "Y_2").toArrow()
@@ -53,9 +53,9 @@ def test_sums_agree_with_fsum(heavy):
     for k in range(2):
         want[f"s_Y[{k}]"] = Y[k]
         want[f"s_rY[{k}]"] = r * Y[k]
-        for j in range(2):
-            want[f"s_YY[{j * 2 + k}]"] = Y[j] * Y[k]
-            want[f"s_r2YY[{j * 2 + k}]"] = r * r * Y[j] * Y[k]
+    for i, (j, k) in enumerate(_upper_pairs(2)):  # the scan sums the upper triangle of the symmetric YY sums
+        want[f"s_YY[{i}]"] = Y[j] * Y[k]
+        want[f"s_r2YY[{i}]"] = r * r * Y[j] * Y[k]
     worst = 0.0
     for name, terms in want.items():
         exact = math.fsum(terms.tolist())

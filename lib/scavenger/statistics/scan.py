@@ -564,6 +564,26 @@ def _slate_targets(joined):
     )
 
 
+SCAN_STORAGE_CONF = "spark.scavenger.scan.storageLevel"
+
+
+def scan_storage_level(spark):
+    """Storage level of the persisted flat events (``--conf spark.scavenger.scan.storageLevel=...``, a
+    ``pyspark.StorageLevel`` name; default DISK_ONLY). On disk the cache takes no executor heap, so the executor's
+    memory does not grow with the window: with MEMORY_AND_DISK a 100M-event scan ran out of a 4g heap while building
+    the in-memory column batches beside the Parquet reader's buffers."""
+    from pyspark import StorageLevel
+
+    from ..errors import UsageError
+
+    name = spark.conf.get(SCAN_STORAGE_CONF, "DISK_ONLY").strip().upper()
+    level = getattr(StorageLevel, name, None)
+    if not isinstance(level, StorageLevel):
+        raise UsageError(f"{SCAN_STORAGE_CONF}={name!r} is not a pyspark StorageLevel (e.g. DISK_ONLY, "
+                         "MEMORY_AND_DISK)")
+    return level
+
+
 def scan(logs, decisions=None, config: StatsConfig = StatsConfig()) -> dict:
     """Aggregate the given logs (any number of days; conformed to the contract) into the statistics tables.
 
@@ -572,11 +592,10 @@ def scan(logs, decisions=None, config: StatsConfig = StatsConfig()) -> dict:
     {table_name: pandas.DataFrame} with a ``dt`` column (dates as ``datetime.date``). Only aggregated rows are
     collected to the driver.
     """
-    from pyspark import StorageLevel
-
     K = config.n_positions if config.n_positions is not None else k_max(logs)
     keys = bool(config.slate_actions)
-    events = flatten_events(logs, K, keys=keys, ad_set=decisions is not None).persist(StorageLevel.MEMORY_AND_DISK)
+    level = scan_storage_level(logs.sparkSession)
+    events = flatten_events(logs, K, keys=keys, ad_set=decisions is not None).persist(level)
     out = {}
     try:
         out["log_summary"] = _log_summary(events).toPandas()
