@@ -368,21 +368,22 @@ def test_split_by_dt_and_merge_by_dt(stats_one_scan, data):
         assert per_day.loc[per_day["dt"] == d, "n_events"].sum() == n
 
 
-def test_scan_storage_level_conf(spark):
-    """The flat events' storage level comes from spark.scavenger.scan.storageLevel (default DISK_ONLY); a name that
-    is not a StorageLevel is a usage error (exit 2), not a silent fallback."""
+def test_row_storage_level_conf(spark):
+    """The storage level of persisted row-level frames (the scan's flat events, the gate's rows) comes from
+    spark.scavenger.rowStorageLevel (default DISK_ONLY); a name that is not a StorageLevel is a usage error
+    (exit 2), not a silent fallback."""
     from pyspark import StorageLevel
 
     from scavenger.errors import UsageError
-    from scavenger.statistics.scan import SCAN_STORAGE_CONF, scan_storage_level
+    from scavenger.session import ROW_STORAGE_CONF, row_storage_level
 
-    assert spark.conf.get(SCAN_STORAGE_CONF, None) is None
-    assert scan_storage_level(spark) == StorageLevel.DISK_ONLY
+    assert spark.conf.get(ROW_STORAGE_CONF, None) is None
+    assert row_storage_level(spark) == StorageLevel.DISK_ONLY
     try:
-        spark.conf.set(SCAN_STORAGE_CONF, "memory_and_disk")
-        assert scan_storage_level(spark) == StorageLevel.MEMORY_AND_DISK
-        spark.conf.set(SCAN_STORAGE_CONF, "RAM_PLEASE")
+        spark.conf.set(ROW_STORAGE_CONF, "memory_and_disk")
+        assert row_storage_level(spark) == StorageLevel.MEMORY_AND_DISK
+        spark.conf.set(ROW_STORAGE_CONF, "RAM_PLEASE")
         with pytest.raises(UsageError, match="not a pyspark StorageLevel"):
-            scan_storage_level(spark)
+            row_storage_level(spark)
     finally:
-        spark.conf.unset(SCAN_STORAGE_CONF)
+        spark.conf.unset(ROW_STORAGE_CONF)

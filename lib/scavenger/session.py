@@ -75,6 +75,27 @@ def _quiet_python_loggers() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
+ROW_STORAGE_CONF = "spark.scavenger.rowStorageLevel"
+
+
+def row_storage_level(spark):
+    """Storage level of the row-level frames the jobs persist for several aggregations (the statistics scan's flat
+    events, the gate's flagged rows): ``--conf spark.scavenger.rowStorageLevel=...``, a ``pyspark.StorageLevel``
+    name, default DISK_ONLY. On disk such a cache takes no executor heap, so memory does not grow with the window:
+    with MEMORY_AND_DISK a 100M-event scan ran out of a 4g heap while building the in-memory column batches beside
+    the Parquet reader's buffers."""
+    from pyspark import StorageLevel
+
+    from .errors import UsageError
+
+    name = spark.conf.get(ROW_STORAGE_CONF, "DISK_ONLY").strip().upper()
+    level = getattr(StorageLevel, name, None)
+    if not isinstance(level, StorageLevel):
+        raise UsageError(f"{ROW_STORAGE_CONF}={name!r} is not a pyspark StorageLevel (e.g. DISK_ONLY, "
+                         "MEMORY_AND_DISK)")
+    return level
+
+
 def _apply_defaults(spark, explicit: set[str] | None = None) -> None:
     """Set each default SQL conf unless the user (or spark-submit) already set it."""
     spark_conf = spark.sparkContext.getConf()

@@ -145,19 +145,21 @@ def run_gate(spark, logs_df, decisions_df=None, checks=ALL_CHECKS, config: GateC
     they lie (the day's events are broadcast to them) and persisted once. Every assumption check is one or two
     aggregations of those persisted frames into small tables. ``timings`` holds the seconds of each phase.
     """
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from ..progress import phase
+    from ..session import row_storage_level
     from .expectations import daily_aggs
 
     cfg = config or GateConfig()
     checks = tuple(sorted(set(checks)))
     timings, outputs, persisted = {}, {}, []
 
+    level = row_storage_level(spark)
+
     def _keep(df):
         if cfg.persist:
-            df = df.persist(StorageLevel.MEMORY_AND_DISK)
+            df = df.persist(level)
             persisted.append(df)
         return df
 

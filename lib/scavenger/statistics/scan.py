@@ -308,7 +308,7 @@ def join_decisions(events, decisions, K: int, keys: bool = False):
     The events need ``flatten_events(.., ad_set=True)``."""
     from pyspark.sql import functions as F
 
-    helper = events.join(decisions, on=["dt", "event_id"], how="inner")
+    joined = events.join(decisions, on=["dt", "event_id"], how="inner")
     drest = F.col("drest")
     a = [F.col(f"a_{k}") for k in range(1, K + 1)]
     d_a = [F.col(f"d_a_{k}") for k in range(1, K + 1)]
@@ -328,7 +328,7 @@ def join_decisions(events, decisions, K: int, keys: bool = False):
         cols += [F.col("lkey"), F.col("tkey")]
     for k in range(1, K + 1):
         cols += [F.col(f"a_{k}"), F.col(f"w_{k}"), F.col(f"mu_{k}"), F.col(f"d_a_{k}"), F.col(f"d_p_{k}")]
-    staged = helper.select(*cols)
+    staged = joined.select(*cols)
     miss = _any([F.col(f"Y_{k}").isNull() for k in range(1, K + 1)]) if K else F.lit(False)
     return staged.select(*[F.col(c) for c in staged.columns], miss.alias("miss"))
 
@@ -390,9 +390,7 @@ def _policy_groups(joined, K: int):
                            F.when(ok, F.col("r")).alias("_ro"),
                            *[F.when(ok, F.col(f"Y_{k}")).alias(f"_Yo_{k}") for k in range(1, K + 1)])
 
-    def s(expr):
-        return F.sum(expr)
-
+    s = F.sum
     r = F.col("_ro")
     Y = [F.col(f"_Yo_{k}") for k in range(1, K + 1)]
     aggs = [F.count(F.lit(1)).alias("n_all"),
@@ -564,26 +562,6 @@ def _slate_targets(joined):
     )
 
 
-SCAN_STORAGE_CONF = "spark.scavenger.scan.storageLevel"
-
-
-def scan_storage_level(spark):
-    """Storage level of the persisted flat events (``--conf spark.scavenger.scan.storageLevel=...``, a
-    ``pyspark.StorageLevel`` name; default DISK_ONLY). On disk the cache takes no executor heap, so the executor's
-    memory does not grow with the window: with MEMORY_AND_DISK a 100M-event scan ran out of a 4g heap while building
-    the in-memory column batches beside the Parquet reader's buffers."""
-    from pyspark import StorageLevel
-
-    from ..errors import UsageError
-
-    name = spark.conf.get(SCAN_STORAGE_CONF, "DISK_ONLY").strip().upper()
-    level = getattr(StorageLevel, name, None)
-    if not isinstance(level, StorageLevel):
-        raise UsageError(f"{SCAN_STORAGE_CONF}={name!r} is not a pyspark StorageLevel (e.g. DISK_ONLY, "
-                         "MEMORY_AND_DISK)")
-    return level
-
-
 def scan(logs, decisions=None, config: StatsConfig = StatsConfig()) -> dict:
     """Aggregate the given logs (any number of days; conformed to the contract) into the statistics tables.
 
@@ -594,7 +572,9 @@ def scan(logs, decisions=None, config: StatsConfig = StatsConfig()) -> dict:
     """
     K = config.n_positions if config.n_positions is not None else k_max(logs)
     keys = bool(config.slate_actions)
-    level = scan_storage_level(logs.sparkSession)
+    from ..session import row_storage_level
+
+    level = row_storage_level(logs.sparkSession)
     events = flatten_events(logs, K, keys=keys, ad_set=decisions is not None).persist(level)
     out = {}
     try:
