@@ -306,7 +306,13 @@ def test_merge_of_stored_days_equals_one_scan(spark, data, tmp_path, stats_one_s
     window_statistics(spark, logs, decs, days[1], days[-1], str(tmp_path / "stats"), cfg)
     stored = window_statistics(spark, logs, decs, days[0], days[-1], str(tmp_path / "stats"), cfg)
     assert stored.scanned == [] and stored.loaded == days
-    one = {name: merge(name, [df]) for name, df in stats_one_scan.items()}
+    assert_equals_one_scan(stored, stats_one_scan)
+
+
+def assert_equals_one_scan(stored, one_scan) -> None:
+    """Every table of a stored/merged window equals the merged tables of one scan: keys identical, counts and sums
+    of integer terms bit for bit, other sums up to the summation order (1e-12 relative)."""
+    one = {name: merge(name, [df]) for name, df in one_scan.items()}
     n_exact = 0
     for name in TABLES:
         a, b = stored.table(name), one.get(name)
@@ -331,6 +337,47 @@ def test_merge_of_stored_days_equals_one_scan(spark, data, tmp_path, stats_one_s
                 # sums of non-integer terms (revenue, importance weights): equal up to the summation order
                 assert np.allclose(va, vb, rtol=1e-12, atol=0), (name, col)
     assert n_exact >= 20
+
+
+def test_scan_batches_store_each_batch_and_equal_one_scan(spark, data, tmp_path, stats_one_scan, monkeypatch):
+    """spark.scavenger.scanBatchDays=1: the 3-day window is scanned one day per pass. A failure in the second pass
+    leaves the first day stored (its manifest written), so the re-run scans only the two days left; the window
+    equals one scan of all days."""
+    from scavenger.errors import UsageError
+    from scavenger.session import SCAN_BATCH_CONF, scan_batch_days
+    from scavenger.statistics import store
+
+    logs, decs = write_dataset(spark, data, str(tmp_path / "in"))
+    cfg = StatsConfig(bootstrap=4, seed=5)
+    days = sorted({ev["dt"] for ev in data["logs"]})
+    assert len(days) == 3
+    sd = str(tmp_path / "stats")
+    assert scan_batch_days(spark) == 0
+    calls = []
+
+    def dies_on_second_pass(logs_df, decisions_df, config):
+        calls.append(sorted(r["dt"] for r in logs_df.select("dt").distinct().collect()))
+        if len(calls) == 2:
+            raise RuntimeError("driver killed")
+        return scan(logs_df, decisions_df, config)
+
+    try:
+        spark.conf.set(SCAN_BATCH_CONF, "1")
+        monkeypatch.setattr(store, "scan", dies_on_second_pass)
+        with pytest.raises(RuntimeError, match="driver killed"):
+            window_statistics(spark, logs, decs, stats_dir=sd, config=cfg)
+        assert calls == [[days[0]], [days[1]]]
+        assert store.read_day(sd, days[0])[0] is not None and store.read_day(sd, days[1])[0] is None
+        monkeypatch.setattr(store, "scan", scan)
+        rerun = window_statistics(spark, logs, decs, stats_dir=sd, config=cfg)
+        assert rerun.loaded == [days[0]] and rerun.scanned == days[1:]
+        assert_equals_one_scan(rerun, stats_one_scan)
+        for bad in ("-1", "a week"):
+            spark.conf.set(SCAN_BATCH_CONF, bad)
+            with pytest.raises(UsageError, match="scanBatchDays"):
+                window_statistics(spark, logs, decs, config=cfg)
+    finally:
+        spark.conf.unset(SCAN_BATCH_CONF)
 
 
 def test_store_rescans_only_changed_days(spark, tmp_path):

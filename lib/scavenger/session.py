@@ -96,6 +96,28 @@ def row_storage_level(spark):
     return level
 
 
+SCAN_BATCH_CONF = "spark.scavenger.scanBatchDays"
+
+
+def scan_batch_days(spark) -> int:
+    """Days per statistics scan when a job has several days to scan: ``--conf spark.scavenger.scanBatchDays=N``;
+    default 0, every missing day in one pass. Daily statistics are additive, so batches give the same tables. A
+    batch bounds the row-level cache and shuffle files to its own days (at 100M events the 30-day cache alone took
+    15 GB of local disk), and each batch's days are stored before the next batch starts, so a job killed midway
+    re-scans only the unfinished batch. Not the default because each batch pays job start-up and a partly idle
+    last wave of tasks: 10M events over 30 days took 198 s in 7-day batches against 169 s in one scan."""
+    from .errors import UsageError
+
+    text = spark.conf.get(SCAN_BATCH_CONF, "0").strip()
+    try:
+        days = int(text)
+    except ValueError:
+        days = -1
+    if days < 0:
+        raise UsageError(f"{SCAN_BATCH_CONF}={text!r}: expected a whole number of days >= 0 (0 = one scan)")
+    return days
+
+
 def _apply_defaults(spark, explicit: set[str] | None = None) -> None:
     """Set each default SQL conf unless the user (or spark-submit) already set it."""
     spark_conf = spark.sparkContext.getConf()

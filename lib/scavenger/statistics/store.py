@@ -4,7 +4,8 @@ Layout: ``<stats_dir>/<table>/dt=YYYY-MM-DD/part-0.parquet`` plus ``<stats_dir>/
 holding the day's fingerprint: a sha256 of (the input files of that dt of the logs and of the decisions, with size
 and modification time; the StatsConfig; the policy filter; the spec of any derived policies). The manifest is
 written last (atomic rename), so an interrupted write is never trusted. ``window_statistics`` loads the days whose
-fingerprint matches, scans the missing or changed days in one Spark job set, stores them, and merges.
+fingerprint matches, scans the missing or changed days (in batches of ``spark.scavenger.scanBatchDays`` days, one
+persisted scan each), stores each batch's days as soon as it is done, and merges.
 """
 from __future__ import annotations
 
@@ -163,7 +164,8 @@ def window_statistics(spark, logs_source: str, decisions_source: str | None = No
                       policies=None, derived_decisions=None, derived_spec=None, dates=None,
                       logs_df=None, decisions_df=None, rows_tag: str | None = None) -> WindowStats:
     """Statistics of the window [date_from, date_to]: stored days whose fingerprint matches are loaded, the
-    others are scanned (together, one persisted scan) and stored. ``derived_decisions(spark, logs_df)`` may add
+    others are scanned (:func:`scavenger.session.scan_batch_days` days per persisted scan) and stored batch by
+    batch. ``derived_decisions(spark, logs_df)`` may add
     decisions of derived policies (e.g. re-orderings); ``derived_spec`` (json-able) must describe them."""
     dates = list(dates) if dates is not None else list_dates(spark, logs_source, date_from, date_to)
     # rows_tag distinguishes statistics of the gate's clean rows from those of the raw rows of the same files
@@ -180,31 +182,44 @@ def window_statistics(spark, logs_source: str, decisions_source: str | None = No
                 continue
         missing.append(d)
     if missing:
-        from pyspark.sql import functions as F
-        # pre-read (e.g. the gate's clean rows) frames win over reading the sources again
-        logs = logs_df if logs_df is not None else read_logs(spark, logs_source, min(missing), max(missing))
-        logs = logs.where(F.col("dt").isin(missing))
-        decisions = None
-        if decisions_df is not None:
-            decisions = decisions_df
-            if policies:
-                decisions = decisions.where(F.col("policy_id").isin(list(policies)))
-            decisions = decisions.where(F.col("dt").isin(missing))
-        elif decisions_source is not None:
-            decisions = read_decisions(spark, decisions_source, min(missing), max(missing), policies)
-            decisions = decisions.where(F.col("dt").isin(missing))
-        if derived_decisions is not None:
-            extra = derived_decisions(spark, logs)
-            decisions = extra if decisions is None else decisions.unionByName(extra)
         from ..progress import phase
+        from ..session import scan_batch_days
 
-        with phase(spark, "statistics", f"one scan of {len(missing)} day(s) {min(missing)}..{max(missing)}"):
-            scanned = split_by_dt(scan(logs, decisions, config))
-        for d in missing:
-            tables = scanned.get(d, {})
-            per_day[d] = tables
-            if stats_dir:
-                write_day(stats_dir, d, tables, fps[d])
+        size = scan_batch_days(spark) or len(missing)
+        batches = [missing[i:i + size] for i in range(0, len(missing), size)]
+        for n, batch in enumerate(batches, start=1):
+            what = f"one scan of {len(batch)} day(s) {min(batch)}..{max(batch)}"
+            with phase(spark, "statistics", what + (f" (batch {n} of {len(batches)})" if len(batches) > 1 else "")):
+                scanned = _scan_days(spark, batch, logs_source, decisions_source, config, policies,
+                                     derived_decisions, logs_df, decisions_df)
+            for d in batch:
+                tables = scanned.get(d, {})
+                per_day[d] = tables
+                if stats_dir:
+                    write_day(stats_dir, d, tables, fps[d])
     merged = {name: merge(name, [per_day[d].get(name) for d in dates]) for name in TABLES}
     merged = {k: v for k, v in merged.items() if len(v)}
     return WindowStats(tables=merged, dates=dates, scanned=missing, loaded=loaded, per_day=per_day)
+
+
+def _scan_days(spark, days: list, logs_source, decisions_source, config: StatsConfig, policies, derived_decisions,
+               logs_df, decisions_df) -> dict:
+    """One persisted scan of the given days: {dt: {table: frame}}. Pre-read frames (e.g. the gate's clean rows)
+    win over reading the sources again; the sources are read with their dt partitions pruned to these days."""
+    from pyspark.sql import functions as F
+
+    logs = logs_df if logs_df is not None else read_logs(spark, logs_source, min(days), max(days))
+    logs = logs.where(F.col("dt").isin(days))
+    decisions = None
+    if decisions_df is not None:
+        decisions = decisions_df
+        if policies:
+            decisions = decisions.where(F.col("policy_id").isin(list(policies)))
+        decisions = decisions.where(F.col("dt").isin(days))
+    elif decisions_source is not None:
+        decisions = read_decisions(spark, decisions_source, min(days), max(days), policies)
+        decisions = decisions.where(F.col("dt").isin(days))
+    if derived_decisions is not None:
+        extra = derived_decisions(spark, logs)
+        decisions = extra if decisions is None else decisions.unionByName(extra)
+    return split_by_dt(scan(logs, decisions, config))
