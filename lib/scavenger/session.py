@@ -105,7 +105,8 @@ def scan_batch_days(spark) -> int:
     batch bounds the row-level cache and shuffle files to its own days (at 100M events the 30-day cache alone took
     15 GB of local disk), and each batch's days are stored before the next batch starts, so a job killed midway
     re-scans only the unfinished batch. Not the default because each batch pays job start-up and a partly idle
-    last wave of tasks: 10M events over 30 days took 198 s in 7-day batches against 169 s in one scan."""
+    last wave of tasks: 30 days of 10M events took 198 s in 7-day batches against 169 s in one scan (100M: 1,318 s
+    against 1,282 s)."""
     from .errors import UsageError
 
     text = spark.conf.get(SCAN_BATCH_CONF, "0").strip()
