@@ -374,8 +374,8 @@ def test_scan_batches_store_each_batch_and_equal_one_scan(spark, data, tmp_path,
         assert_equals_one_scan(rerun, stats_one_scan)
         for bad in ("-1", "a week"):
             spark.conf.set(SCAN_BATCH_CONF, bad)
-            with pytest.raises(UsageError, match="scanBatchDays"):
-                window_statistics(spark, logs, decs, config=cfg)
+            with pytest.raises(UsageError, match="scanBatchDays"):   # even with every day stored
+                window_statistics(spark, logs, decs, stats_dir=sd, config=cfg)
     finally:
         spark.conf.unset(SCAN_BATCH_CONF)
 

@@ -167,6 +167,9 @@ def window_statistics(spark, logs_source: str, decisions_source: str | None = No
     others are scanned (:func:`scavenger.session.scan_batch_days` days per persisted scan) and stored batch by
     batch. ``derived_decisions(spark, logs_df)`` may add
     decisions of derived policies (e.g. re-orderings); ``derived_spec`` (json-able) must describe them."""
+    from ..session import scan_batch_days
+
+    batch_days = scan_batch_days(spark)  # a bad value fails before any work (usage error, exit 2)
     dates = list(dates) if dates is not None else list_dates(spark, logs_source, date_from, date_to)
     # rows_tag distinguishes statistics of the gate's clean rows from those of the raw rows of the same files
     spec = derived_spec if rows_tag is None else {"derived": derived_spec, "rows": rows_tag}
@@ -183,9 +186,8 @@ def window_statistics(spark, logs_source: str, decisions_source: str | None = No
         missing.append(d)
     if missing:
         from ..progress import phase
-        from ..session import scan_batch_days
 
-        size = scan_batch_days(spark) or len(missing)
+        size = batch_days or len(missing)
         batches = [missing[i:i + size] for i in range(0, len(missing), size)]
         for n, batch in enumerate(batches, start=1):
             what = f"one scan of {len(batch)} day(s) {min(batch)}..{max(batch)}"
