@@ -169,7 +169,8 @@ def window_statistics(spark, logs_source: str, decisions_source: str | None = No
     decisions of derived policies (e.g. re-orderings); ``derived_spec`` (json-able) must describe them."""
     from ..session import scan_batch_days
 
-    batch_days = scan_batch_days(spark)  # a bad value fails before any work (usage error, exit 2)
+    # a bad value fails before any work (usage error, exit 2); without a session (every day stored) one scan
+    batch_days = scan_batch_days(spark) if spark is not None else 0
     dates = list(dates) if dates is not None else list_dates(spark, logs_source, date_from, date_to)
     # rows_tag distinguishes statistics of the gate's clean rows from those of the raw rows of the same files
     spec = derived_spec if rows_tag is None else {"derived": derived_spec, "rows": rows_tag}
