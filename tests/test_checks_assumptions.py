@@ -108,6 +108,7 @@ def test_cell_counts_exchange_before_counting(uniform):
             .sort_values(A.PAIR_KEY + ["a", "b"]).reset_index(drop=True))
     assert len(got) > 100 and got.equals(want.astype({"n": got["n"].dtype}))
 
+
 def test_pair_strata_sums_equal_scipy(spark, uniform):
     df, raw = uniform
     strata = A.pair_strata(A.pair_cells(df))

@@ -165,8 +165,8 @@ def window_statistics(spark, logs_source: str, decisions_source: str | None = No
                       logs_df=None, decisions_df=None, rows_tag: str | None = None) -> WindowStats:
     """Statistics of the window [date_from, date_to]: stored days whose fingerprint matches are loaded, the
     others are scanned (:func:`scavenger.session.scan_batch_days` days per persisted scan) and stored batch by
-    batch. ``derived_decisions(spark, logs_df)`` may add
-    decisions of derived policies (e.g. re-orderings); ``derived_spec`` (json-able) must describe them."""
+    batch. ``derived_decisions(spark, logs_df)`` may add decisions of derived policies (e.g. re-orderings);
+    ``derived_spec`` (json-able) must describe them."""
     from ..session import scan_batch_days
 
     # a bad value fails before any work (usage error, exit 2); without a session (every day stored) one scan
