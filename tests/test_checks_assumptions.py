@@ -214,3 +214,72 @@ def test_generator_logs_check_a(spark, tmp_path, logging_mode, expected):
         assert min(r["statistic"] for r in ci) > 0.3
     td = _verdicts(rows, "a.time_dependence")
     assert len(td) == 4 and all(r["verdict"] == "pass" for r in td)
+
+
+def test_binomial_two_sided_p_equals_sums_of_the_pmf():
+    """check e's cell p-value: min(1, 2 min(P[X <= o], P[X >= o])) for X ~ Binomial(n, p), against math.comb."""
+    from math import comb
+
+    cases = [(0, 10, 0.1), (3, 10, 0.1), (10, 10, 0.1), (7, 40, 0.05), (25, 40, 0.5), (1, 1, 0.3), (12, 60, 0.2)]
+    got = A.binomial_two_sided_p([c[0] for c in cases], [c[1] for c in cases], [c[2] for c in cases])
+    for (o, n, p), g in zip(cases, got):
+        pmf = [comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(n + 1)]
+        want = min(1.0, 2 * min(sum(pmf[:o + 1]), sum(pmf[o:])))
+        assert g == pytest.approx(want, rel=REL)
+    assert np.isnan(A.binomial_two_sided_p([1.0], [10.0], [np.nan])).all()
+    assert A.normal_two_sided_p([0.0, 1.959963984540054])[1] == pytest.approx(0.05, rel=1e-9)
+
+
+def _calibrated_slot_table(served: dict, days=30, positions=4, n_ads=1000, per_slate=333_333, seed=0):
+    """The slot table of a uniform logger (logged propensity 1/n_ads) whose serving probability of the ads in
+    ``served`` is that factor times 1/n_ads (the others share the rest): one multinomial draw per (day, position)."""
+    rng = np.random.default_rng(seed)
+    ads = [f"ad{i:04d}" for i in range(n_ads)]
+    q = np.full(n_ads, 1.0 / n_ads)
+    for ad, factor in served.items():
+        q[ads.index(ad)] *= factor
+    rest = [i for i, a in enumerate(ads) if a not in served]
+    q[rest] *= (1.0 - sum(q[ads.index(a)] for a in served)) / q[rest].sum()
+    frames = []
+    for d in range(days):
+        for k in range(1, positions + 1):
+            n = rng.multinomial(per_slate, q)
+            frames.append(pd.DataFrame({"logging_policy": "uniform", "dt": f"2026-01-{d + 1:02d}", "position": k,
+                                        "ad_id": ads, "n": n, "n_p": n, "sum_p": n / n_ads,
+                                        "min_p": 1.0 / n_ads, "max_p": 1.0 / n_ads}))
+    slot = A.calibration_slot(pd.concat(frames, ignore_index=True), {})
+    events = slot.groupby(["logging_policy", "stratum", "dt", "position"], as_index=False).agg(events=("n", "sum"))
+    return slot, events
+
+
+def test_check_e_calibrated_logger_passes_however_many_cells():
+    """10M-event scale (120,000 calibrated (day, position, ad) cells, E = 333.3 each): by chance about 7.6 cells
+    pass |z| = 4 (and then |O/E-1| > 0.1); the Bonferroni cut (p < 0.001 / 120,000, |z| > 5.76) keeps the
+    check's false-alarm rate at 0.1% instead of failing such a logger almost always."""
+    cfg = A.AssumptionConfig()
+    slot, events = _calibrated_slot_table({})
+    cells = A.calibration_cells(slot, events, cfg.min_expected)
+    old_rule = (cells["z"].abs() > cfg.calib_z) & (cells["rel"].abs() > cfg.calib_tol)
+    assert old_rule.sum() >= 1                      # this draw would have failed before
+    rows = A.check_e(slot, events, cfg)
+    assert [r["verdict"] for r in rows] == ["pass"] * 5, [r["message"] for r in rows if r["verdict"] != "pass"]
+    assert "Bonferroni over the 120000 cells tested" in rows[0]["message"]
+    assert f"|z| > {A.bonferroni_z(cfg.calib_alpha, 120000):.2f}" in rows[0]["message"]
+
+
+def test_check_e_still_finds_mislogged_ads_at_scale():
+    """Served at 2x its logged propensity, an ad is off in every (day, position) cell (z about 18); served at
+    1.15x, no single cell shows it (z about 2.7) but the window's 120 cells do (z about 30)."""
+    cfg = A.AssumptionConfig()
+    slot, events = _calibrated_slot_table({"ad0007": 2.0}, seed=1)
+    rows = A.check_e(slot, events, cfg)
+    per_position = _verdicts(rows, "e.calibration")
+    assert len(per_position) == 4 and all(r["verdict"] == "fail" for r in per_position)
+    assert all("e.g. ad ad0007" in r["message"] and r["statistic"] == pytest.approx(1.0, abs=0.3)
+               for r in per_position)
+    slot, events = _calibrated_slot_table({"ad0042": 1.15}, seed=2)
+    rows = A.check_e(slot, events, cfg)
+    assert {r["verdict"] for r in _verdicts(rows, "e.calibration")} == {"pass"}
+    (window,) = _verdicts(rows, "e.calibration_window")
+    assert window["verdict"] == "fail" and "ad ad0042" in window["message"]
+    assert window["statistic"] == pytest.approx(0.15, abs=0.02)
