@@ -628,6 +628,16 @@ def check_d(strata: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     return out
 
 
+def _calibration_cut(cfg: AssumptionConfig, tested: int, unit: str):
+    """Check e's significance over a family of ``tested`` cells or ads: a mask function (|z| > calib_z and
+    p < calib_alpha / tested, Bonferroni) and the words the pass messages use for it."""
+    p_cut = cfg.calib_alpha / max(tested, 1)
+    z_cut = max(cfg.calib_z, bonferroni_z(cfg.calib_alpha, tested))
+    text = (f"{cfg.calib_z} sigma and p < {cfg.calib_alpha:g}/{tested} (|z| > {z_cut:.2f}; Bonferroni over the "
+            f"{tested} {unit} tested)")
+    return (lambda t: (t["z"].abs() > cfg.calib_z) & (t["p_value"] < p_cut)), text
+
+
 def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, scope_note=None) -> list[dict]:
     """Propensity calibration per (policy, position), stratified by day (and by the calibration scope's stratum
     when the tables carry one), plus per policy the window test of :func:`window_calibration`.
@@ -652,11 +662,7 @@ def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, sco
     varying_share = (~seen_twice["constant"]).groupby(seen_twice["logging_policy"]).mean()
     dependent = set(varying_share[varying_share > cfg.calib_max_varying].index)
     tested = cells["testable"] & ~cells["logging_policy"].isin(dependent)
-    m_cells = int(tested.sum())
-    p_cut = cfg.calib_alpha / max(m_cells, 1)
-    z_cut = max(cfg.calib_z, bonferroni_z(cfg.calib_alpha, m_cells))
-    family = (f"{cfg.calib_z} sigma and p < {cfg.calib_alpha:g}/{m_cells} (|z| > {z_cut:.2f}; Bonferroni over "
-              f"the {m_cells} cells tested)")
+    significant, family = _calibration_cut(cfg, int(tested.sum()), "cells")
     for (policy, pos), g in cells.groupby(["logging_policy", "position"], sort=True):
         scope = f"policy={policy} position={pos}"
         where = _where(policy)
@@ -676,10 +682,10 @@ def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, sco
                            f"no testable cell{where}: {varying} of {len(g)} (day, ad) cells have a propensity that "
                            f"varies (logging is not input-independent) or too few expected impressions"))
             continue
-        significant = t[(t["z"].abs() > cfg.calib_z) & (t["p_value"] < p_cut)]
-        bad = significant[significant["rel"].abs() > cfg.calib_tol]
+        sig = t[significant(t)]
+        bad = sig[sig["rel"].abs() > cfg.calib_tol]
         # statistic: the largest relative deviation among cells whose deviation is significant (see above)
-        stat = float(significant["rel"].abs().max()) if not significant.empty else 0.0
+        stat = float(sig["rel"].abs().max()) if not sig.empty else 0.0
         max_rel = float(t["rel"].abs().max())
         chi2 = float((t["z"] ** 2).sum())
         over = sum_p[sum_p > 1 + 1e-6]
@@ -706,20 +712,17 @@ def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, sco
     if cells.empty:
         return out
     window = window_calibration(cells, cfg.min_expected)
-    m_ads = int((window["testable"] & ~window["logging_policy"].isin(dependent)).sum())
-    p_cut = cfg.calib_alpha / max(m_ads, 1)
-    z_cut = max(cfg.calib_z, bonferroni_z(cfg.calib_alpha, m_ads))
-    family = (f"{cfg.calib_z} sigma and p < {cfg.calib_alpha:g}/{m_ads} (|z| > {z_cut:.2f}; Bonferroni over the "
-              f"{m_ads} ads tested)")
+    tested = window["testable"] & ~window["logging_policy"].isin(dependent)
+    significant, family = _calibration_cut(cfg, int(tested.sum()), "ads")
     for policy, g in window.groupby("logging_policy", sort=True):
         scope = f"policy={policy}"
         where = _where(policy)
         t = g[g["testable"]]
         if t.empty or policy in dependent:
             continue            # the per-position rows above already say why nothing is testable
-        significant = t[(t["z"].abs() > cfg.calib_z) & (t["p_value"] < p_cut)]
-        bad = significant[significant["rel"].abs() > cfg.calib_tol]
-        stat = float(significant["rel"].abs().max()) if not significant.empty else 0.0
+        sig = t[significant(t)]
+        bad = sig[sig["rel"].abs() > cfg.calib_tol]
+        stat = float(sig["rel"].abs().max()) if not sig.empty else 0.0
         if not bad.empty:
             w = bad.loc[bad["rel"].abs().idxmax()]
             in_stratum = f" (stratum {w['stratum']})" if strat else ""
