@@ -26,7 +26,9 @@ Java is missing.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -433,9 +435,9 @@ def _cluster_evaluate_with_worker_kill(chain: Chain, cluster: StandaloneCluster)
         note["executors"] = cluster.wait_for_executors(timeout=180)
         note["line"] = _wait_for(lambda: _line(out, r"\[scavenger\] scavenger statistics: .* \.\.\.$"), proc,
                                  JOB_TIMEOUT)
-        note["victim_tasks"] = _wait_for(victim_busy, proc, 120, poll=0.1)
-        note["alive_at_kill"] = proc.poll() is None
         victim = cluster.workers[0]
+        note["victim_tasks"], note["freezes"] = _freeze_while_busy(victim, victim_busy, proc)
+        note["alive_at_kill"] = proc.poll() is None
         note["victim_executor_pids"] = victim.executor_pids()
         note["victim_pgid"] = victim.pgid
         note["killed_pids"] = cluster.kill_worker(0)
@@ -450,6 +452,33 @@ def _cluster_evaluate_with_worker_kill(chain: Chain, cluster: StandaloneCluster)
         terminate_group(proc)
     chain.runs["evaluate"] = Submitted(cmd, code, time.monotonic() - start, out, err)
     chain.notes["worker_kill"] = note
+
+
+def _freeze_while_busy(victim, busy, proc, timeout: float = 120.0, settle: float = 0.5):
+    """SIGSTOP the victim's executor JVMs at a moment the driver's REST API shows them running tasks, and keep them
+    stopped only if it still does ``settle`` seconds later: a frozen JVM cannot finish a task, so any task-end
+    message already on its way has arrived by then, and the tasks still shown are certainly in flight when the
+    worker is killed (they must fail with ExecutorLostFailure). Otherwise SIGCONT and wait for the next busy moment.
+    Polling alone raced: small tasks finished between the reading and the SIGKILL, and the kill then hit an idle
+    executor whose loss Spark had nothing to re-run for. Returns (tasks seen running while frozen, freezes tried)."""
+    deadline = time.monotonic() + timeout
+    freezes = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if not _wait_for(busy, proc, max(deadline - time.monotonic(), 0.1), poll=0.05):
+            return None, freezes
+        pids = victim.executor_pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        freezes += 1
+        time.sleep(settle)
+        still = busy()
+        if still:
+            return still, freezes
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    return None, freezes
 
 
 def _line(path: Path, pattern: str) -> str | None:
@@ -689,7 +718,7 @@ def test_worker_kill_during_evaluate(cluster_chain, local_ref):
     run = cluster_chain.runs["evaluate"]
     assert len(note["executors"]) == 2 and all(note["executors"].values()), note   # one executor per worker
     assert note["line"] and note["alive_at_kill"], run.tail()
-    assert note["victim_tasks"], f"worker 0's executor was never seen running a task: {note}"
+    assert note["victim_tasks"], f"worker 0's executor was never seen running a task while frozen: {note}"
     assert note["victim_executor_pids"] and set(note["victim_executor_pids"]) <= set(note["killed_pids"]), note
     assert note["victim_pgid"] in note["killed_pids"] and note["victim_gone"], note
     _assert_ok(run)
@@ -706,7 +735,7 @@ def test_worker_kill_during_evaluate(cluster_chain, local_ref):
     result = load_json(cluster_chain.out("evaluate") / "result.json")
     assert result["status"] == "ok" and result["counts"]["days_scanned"] == DAYS
     print(f"\nworker kill during evaluate: exit 0 after {run.seconds:.0f}s, {note['failed_tasks']} failed task(s), "
-          f"{note['stage_retries']} stage retry(ies); vs local: {rep}")
+          f"{note['stage_retries']} stage retry(ies), {note['freezes']} freeze(s) to catch it busy; vs local: {rep}")
 
 
 def test_atomic_dir_commit_survives_a_killed_writer(tmp_path):
