@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
+from conftest import background_call
 from scavenger.estimators import adc as A
 from scavenger.statistics import StatsConfig, merge, scan
 from test_scavenging import simulate_tables
@@ -197,17 +198,32 @@ def test_cli_adc(spark, tmp_path):
     assert main(["adc", "--logs", str(tmp_path / "nope"), "--out", str(out)]) == 2
 
 
-@pytest.mark.slow
-def test_generator_history_naive_biased_alpha_recovers(spark, tmp_path):
-    """Generator 'history' logs: epsilon-greedy around yesterday's context-free CTR ranking."""
+def _history_work(work) -> dict:
+    """Generator 'history' logs and their ADC table, in their own process in the background (tests/conftest.py,
+    BACKGROUND); the test below checks the numbers."""
+    from conftest import background_spark
     from scavenger.evaluation import adc_statistics, estimate_adc
     from scavenger.simulation.generator import GeneratorConfig, generate
 
-    out = str(tmp_path / "gen")
+    spark = background_spark()
+    out = str(work / "gen")
     truth = generate(spark, GeneratorConfig(logging="history", n_positions=4, n_ads=12, days=2,
                                             events_per_day=40000, epsilon=0.3, seed=5), out)
-    C = truth["adc"]
-    table = estimate_adc(adc_statistics(spark, f"{out}/logs"))
+    return {"adc": list(truth["adc"]), "table": estimate_adc(adc_statistics(spark, f"{out}/logs"))}
+
+
+BACKGROUND = {"history_run": background_call(__file__, "_history_work")}
+
+
+@pytest.fixture(scope="module")
+def history_run(background_run) -> dict:
+    return background_run("history_run").value()
+
+
+@pytest.mark.slow
+def test_generator_history_naive_biased_alpha_recovers(history_run):
+    """Generator 'history' logs: epsilon-greedy around yesterday's context-free CTR ranking."""
+    C, table = history_run["adc"], history_run["table"]
     for i in range(2, 5):
         rows = table[(table["position"] == i) & (table["interval_kind"] == "delta")].set_index("method")
         assert rows.loc["naive", "coefficient"] < C[i - 1] - 3 * rows.loc["naive", "std_error"], i

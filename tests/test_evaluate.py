@@ -15,6 +15,7 @@ from scavenger.cli import main
 from scavenger.estimators import adc as A
 from scavenger.estimators import factored as FA
 from scavenger.estimators import slate as SL
+from conftest import background_call
 from test_statistics import build_random, ref_tables, write_dataset
 
 
@@ -159,30 +160,54 @@ def test_gate_hook_blocks_with_exit_3(dataset, tmp_path):
 
 
 @pytest.mark.slow
-def test_generator_truth_factored_and_reorder(spark, tmp_path):
-    """Generator uniform logs (K=4, 20 ads, 2 days): the factored estimate of every target (true ADC and estimated
-    ADC) lies within 3 sd of its realized true value; a CTR re-ordering fitted on day 1 raises clicks on day 2
-    (lift > 1), a random re-ordering does not (lift within 3 sd of 1)."""
+def _factored_reorder_work(work) -> dict:
+    """Generator uniform logs (K=4, 20 ads, 2 days) and the factored (estimated and true ADC) and re-ordering
+    evaluations of them, in their own process in the background (tests/conftest.py, BACKGROUND): the tests below
+    check the numbers."""
+    from conftest import background_spark
     from scavenger.evaluation import EvaluateOptions, evaluate
     from scavenger.simulation.generator import GeneratorConfig, generate
 
-    out = str(tmp_path / "gen")
+    spark = background_spark()
+    out = str(work / "gen")
     truth = generate(spark, GeneratorConfig(logging="uniform", n_positions=4, n_ads=20, days=2,
                                             events_per_day=20000, seed=7), out)
     pd.DataFrame({"position": [1, 2, 3, 4], "method": "true", "coefficient": truth["adc"]}).to_parquet(
-        tmp_path / "true_adc.parquet")
-    for adc, method in (("estimate", "variance_optimal"), (str(tmp_path / "true_adc.parquet"), "true")):
-        ev = evaluate(spark, f"{out}/logs", f"{out}/decisions", stats_dir=str(tmp_path / "st"),
+        work / "true_adc.parquet")
+    factored = {}
+    for adc, method in (("estimate", "variance_optimal"), (str(work / "true_adc.parquet"), "true")):
+        ev = evaluate(spark, f"{out}/logs", f"{out}/decisions", stats_dir=str(work / "st"),
                       options=EvaluateOptions(estimators=["factored"], adc=adc, adc_method=method))
-        for pid, t in truth["policies"].items():
-            row = ev.estimates[ev.estimates["policy_id"] == pid].iloc[0]
-            assert abs(row["value"] - t["realized_value"]) <= 3 * row["std_error"], (pid, method, row["value"])
-    ev = evaluate(spark, f"{out}/logs", None, "2026-01-02", "2026-01-02", stats_dir=str(tmp_path / "st"),
+        factored[method] = ev.estimates
+    ev = evaluate(spark, f"{out}/logs", None, "2026-01-02", "2026-01-02", stats_dir=str(work / "st"),
                   options=EvaluateOptions(estimators=["reorder"], reorder=[
                       {"kind": "random", "seed": 1, "policy_id": "reorder_random_1"},
                       {"kind": "ctr", "fit_from": "2026-01-01", "fit_to": "2026-01-01",
                        "policy_id": "reorder_ctr"}]))
-    lift = ev.estimates[ev.estimates["estimator"] == "reorder_lift"].set_index("policy_id")
+    return {"truth": truth, "factored": factored, "reorder": ev.estimates}
+
+
+BACKGROUND = {"factored_reorder_run": background_call(__file__, "_factored_reorder_work")}
+
+
+@pytest.fixture(scope="module")
+def factored_reorder_run(background_run) -> dict:
+    return background_run("factored_reorder_run").value()
+
+
+def test_generator_truth_factored_and_reorder(factored_reorder_run):
+    """Generator uniform logs (K=4, 20 ads, 2 days): the factored estimate of every target (true ADC and estimated
+    ADC) lies within 3 sd of its realized true value; a CTR re-ordering fitted on day 1 raises clicks on day 2
+    (lift > 1), a random re-ordering does not (lift within 3 sd of 1)."""
+    run = factored_reorder_run
+    assert set(run["factored"]) == {"variance_optimal", "true"}
+    for method, estimates in run["factored"].items():
+        assert set(estimates["policy_id"]) >= set(run["truth"]["policies"]), method
+        for pid, t in run["truth"]["policies"].items():
+            row = estimates[estimates["policy_id"] == pid].iloc[0]
+            assert abs(row["value"] - t["realized_value"]) <= 3 * row["std_error"], (pid, method, row["value"])
+    est = run["reorder"]
+    lift = est[est["estimator"] == "reorder_lift"].set_index("policy_id")
     print(lift[["value", "std_error"]])
     assert lift.loc["reorder_ctr", "value"] > 1 + 3 * lift.loc["reorder_ctr", "std_error"]
     assert abs(lift.loc["reorder_random_1", "value"] - 1) <= 3 * lift.loc["reorder_random_1", "std_error"]
