@@ -22,7 +22,12 @@ def parse_args(argv=None):
     ap.add_argument("--reps", type=int, default=2, help="repetitions of each measurement (default 2)")
     ap.add_argument("--reps-8", type=int, default=1, help="repetitions of the 8-policy join (default 1)")
     ap.add_argument("--skip", default="", help="comma list of: spark, spark8, duckdb")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    args.skip = {x.strip() for x in args.skip.split(",") if x.strip()}
+    unknown = args.skip - {"spark", "spark8", "duckdb"}
+    if unknown:
+        ap.error(f"--skip: unknown {sorted(unknown)} (choose from spark, spark8, duckdb)")
+    return args
 
 
 def timed(label: str, fn, reps: int, rows: int, table: list) -> None:

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import background_call
 from scavenger import evaluation as E
 from scavenger.cli import main
 from scavenger.estimators import adc as A
 from scavenger.estimators import factored as FA
 from scavenger.estimators import slate as SL
-from conftest import background_call
 from test_statistics import build_random, ref_tables, write_dataset
 
 
@@ -159,7 +159,6 @@ def test_gate_hook_blocks_with_exit_3(dataset, tmp_path):
     assert res["status"] == "data_check_failed" and res["verdicts"][0]["name"] == "always_fails"
 
 
-@pytest.mark.slow
 def _factored_reorder_work(work) -> dict:
     """Generator uniform logs (K=4, 20 ads, 2 days) and the factored (estimated and true ADC) and re-ordering
     evaluations of them, in their own process in the background (tests/conftest.py, BACKGROUND): the tests below
@@ -195,6 +194,7 @@ def factored_reorder_run(background_run) -> dict:
     return background_run("factored_reorder_run").value()
 
 
+@pytest.mark.slow
 def test_generator_truth_factored_and_reorder(factored_reorder_run):
     """Generator uniform logs (K=4, 20 ads, 2 days): the factored estimate of every target (true ADC and estimated
     ADC) lies within 3 sd of its realized true value; a CTR re-ordering fitted on day 1 raises clicks on day 2
