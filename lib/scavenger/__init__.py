@@ -1,4 +1,4 @@
-"""scavenger: off-policy evaluation of ad/recommendation slates from impression logs, on Spark.
+"""scavenger: off-policy evaluation of ad/recommendation slates from impression logs, on DuckDB or Spark.
 
 Seeds: exploration scavenging and attention-decay coefficients (Langford, Strehl, Wortman, ICML 2008),
 slate OPE under Bayes risk (Vlassis, Amat Gil, Chandrashekar), choosing m ads from n candidates (Langford 2010).
@@ -8,8 +8,8 @@ __version__ = "0.1.0"
 # Notebook API (issue 9): ``scavenger.adc(logs)``, ``scavenger.evaluate(logs, decisions)``, ``scavenger.validate(...)``
 # and the submodules ``scavenger.obd`` / ``scavenger.report``, imported lazily so that ``import scavenger`` stays
 # cheap (no pandas/pyspark) for the CLI and the Airflow DAG modules.
-_API = ("adc", "evaluate", "validate", "statistics", "Result", "AdcResult", "EvaluationResult", "ValidationResult")
-_SUBMODULES = ("api", "obd", "report", "progress", "contract", "session", "evaluation")
+_API = ("adc", "evaluate", "validate", "Result", "AdcResult", "EvaluationResult", "ValidationResult")
+_SUBMODULES = ("api", "obd", "report", "progress", "contract", "session", "registry", "pipelines", "engines")
 
 
 def __getattr__(name):

@@ -30,18 +30,38 @@ class JobContext:
     args: argparse.Namespace
     result: RunResult
     _spark: object = field(default=None, repr=False)
+    _engine: object = field(default=None, repr=False)
 
     @property
     def spark(self):
         if self._spark is None:
-            from .session import get_spark, parse_conf_pairs
-
             from .progress import console_progress_conf
+            from .session import get_spark, parse_conf_pairs
 
             conf = {**console_progress_conf(), **parse_conf_pairs(getattr(self.args, "conf", None))}
             self._spark = get_spark(app_name=f"scavenger-{self.result.job}",
-                                    master=getattr(self.args, "master", None), conf=conf)
+                                    master=getattr(self.args, "master", None), conf=conf,
+                                    quiet=not getattr(self.args, "verbose", False))
         return self._spark
+
+    def engine(self, inputs):
+        """The engine for these inputs (--engine and the auto rule), recorded in result.json."""
+        if self._engine is None:
+            from .engines import choose, open_engine
+
+            hint = "--master or --conf given" if getattr(self.args, "master", None) or \
+                getattr(self.args, "conf", None) else None
+            name, why = choose(getattr(self.args, "engine", "auto"), inputs.all(), hint)
+            self._engine = open_engine(name, why, spark=self.spark if name == "spark" else None)
+            self.result.engine = self._engine.info.to_dict()
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            try:
+                self._engine.close()
+            except Exception:  # noqa: BLE001 - best effort at the end of a job
+                pass
 
 
 def _load_commands():
@@ -104,6 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     ctx = JobContext(args=args, result=result)
     out = getattr(args, "out", None)
     code = errors.EXIT_OK
+    try:
+        # every check a user can fail (flags, dates, names, paths, --out) before an engine starts or --out is touched
+        prepared = module.prepare(args, ctx) if hasattr(module, "prepare") else None
+    except errors.ScavengerError as exc:
+        print(f"scavenger {module.NAME}: error: {_one_line(exc)}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        return exc.exit_code
     if out:
         # say "running" before touching any output: a run killed midway must not leave the previous run's
         # "ok" beside tables it may already have replaced
@@ -113,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             pass  # reported at the end if it still fails
     try:
         with result.timed("total"):
-            module.run(args, ctx)
+            if hasattr(module, "prepare"):
+                module.run(args, ctx, prepared)
+            else:
+                module.run(args, ctx)
         result.status = "ok"
     except errors.ScavengerError as exc:
         code = exc.exit_code
@@ -130,14 +161,15 @@ def main(argv: list[str] | None = None) -> int:
         result.status = "interrupted"
         print(f"scavenger {module.NAME}: interrupted", file=sys.stderr)
     except Exception as exc:  # noqa: BLE001 - the job boundary
-        code = errors.EXIT_INTERNAL
-        result.status = "internal_error"
-        result.message = f"{type(exc).__name__}: {_one_line(exc)}"
-        print(f"scavenger {module.NAME}: internal error: {result.message}", file=sys.stderr)
+        code, result.status, result.message = _classify(exc)
+        print(f"scavenger {module.NAME}: {'error' if code != errors.EXIT_INTERNAL else 'internal error'}: "
+              f"{result.message}", file=sys.stderr)
         if debug:
             traceback.print_exc()
-        else:
+        elif code == errors.EXIT_INTERNAL:
             print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
+    finally:
+        ctx.close()
     result.exit_code = code
     if out:
         try:
@@ -145,7 +177,32 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"scavenger {module.NAME}: cannot write result.json to {out}: {exc}", file=sys.stderr)
             code = code or errors.EXIT_INTERNAL
+    _report(module, args, result)
     return code
+
+
+def _classify(exc: BaseException) -> tuple[int, str, str]:
+    """(exit code, status, message) of an exception at the job boundary: running out of memory is the user's
+    setting to raise (exit 2), not an internal error."""
+    from .summary import memory_advice
+
+    advice = memory_advice(exc)
+    if advice:
+        return errors.EXIT_USAGE, "out_of_memory", advice
+    return errors.EXIT_INTERNAL, "internal_error", f"{type(exc).__name__}: {_one_line(exc)}"
+
+
+def _report(module, args, result) -> None:
+    """The run summary on stdout (or result.json with --json)."""
+    import json
+
+    if getattr(args, "json", False):
+        print(json.dumps(result.to_dict(), indent=2))
+        return
+    from .summary import summary_lines
+
+    for line in summary_lines(result):
+        print(line)
 
 
 def run_job(name: str, argv: list[str]) -> int:

@@ -194,56 +194,67 @@ def read_decisions(spark, source: str, date_from=None, date_to=None, policies: l
 
 
 def write_partitioned(df, path: str, partition_column: str = "dt", mode: str = "overwrite") -> list[str]:
-    """Write Parquet partitioned by ``dt``, committing each partition atomically.
+    """Write a Spark DataFrame as Parquet partitioned by ``dt``, each partition committed at once: the data goes to
+    ``<path>/_staging/<uuid>`` (skipped by readers), then each ``dt=...`` directory is swapped in with a rename
+    (pyarrow.fs; any URI it opens), so a driver killed midway leaves the previous partitions and no partial one.
+    ``overwrite`` replaces only the days in ``df``; ``append`` adds files to them. Returns the days written."""
+    from .engines.spark import write_frame
 
-    With ``overwrite`` only the dt partitions present in ``df`` are replaced, so re-running a day replaces that
-    day and nothing else. The data is first written completely to ``<path>/_staging/<uuid>`` (ignored by
-    readers: Spark skips paths starting with ``_``); then each ``dt=...`` directory is swapped in with
-    filesystem renames (Hadoop FileSystem API, so HDFS/S3/local alike). A driver killed midway leaves the
-    previous partitions untouched and no partial partition visible. Returns the partition values written.
-    """
-    import uuid
-
-    spark = df.sparkSession
     if mode not in ("overwrite", "append"):
         raise UsageError(f"write mode must be overwrite or append, got {mode!r}")
-    jvm = spark._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path
-    root = hadoop_path(path)
-    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())
-    token = uuid.uuid4().hex
-    staging = hadoop_path(root, f"_staging/{token}")
-    trash = hadoop_path(root, f"_trash/{token}")
-    df.write.mode("overwrite").partitionBy(partition_column).parquet(staging.toString())
-    fs.mkdirs(root)
-    written = []
-    prefix = f"{partition_column}="
-    for status in fs.listStatus(staging):
-        name = status.getPath().getName()
-        if not status.isDirectory() or not name.startswith(prefix):
-            continue
-        target = hadoop_path(root, name)
-        if mode == "overwrite":
-            if fs.exists(target):
-                fs.mkdirs(trash)
-                if not fs.rename(target, hadoop_path(trash, name)):
-                    raise OSError(f"could not move aside {target.toString()}")
-            if not fs.rename(status.getPath(), target):
-                raise OSError(f"could not commit partition {target.toString()}")
-        else:  # append: move the new files into the (possibly existing) partition
-            fs.mkdirs(target)
-            for part in fs.listStatus(status.getPath()):
-                fs.rename(part.getPath(), hadoop_path(target, f"{token}-{part.getPath().getName()}"))
-        written.append(name[len(prefix):])
-    fs.delete(staging, True)
-    fs.delete(trash, True)
-    for leftover in ("_staging", "_trash"):
-        left = hadoop_path(root, leftover)
-        if fs.exists(left) and len(fs.listStatus(left)) == 0:
-            fs.delete(left, True)
-    return sorted(written)
+    return write_frame(df, path, partition_column, append=(mode == "append"))
 
 
 def empty_frame(spark, name: str):
     """An empty DataFrame with the contract's schema (for tests and edge cases)."""
     return spark.createDataFrame([], load_contract(name).struct_type())
+
+
+# ---- conforming as SQL (both engines) ----------------------------------------------------------------------------
+def sql_type(data_type) -> str:
+    """Spark SQL type text of a contract type (nested fields keep their names)."""
+    return data_type.simpleString()
+
+
+def _struct_sql(var: str, struct, present: list[str]) -> str:
+    """named_struct of a contract struct from element ``var`` (by name; missing nullable fields are null)."""
+    parts = []
+    for f in struct.fields:
+        value = f"try_cast({var}.{f.name} AS {sql_type(f.dataType)})" if f.name in present \
+            else f"CAST(NULL AS {sql_type(f.dataType)})"
+        parts.append(f"'{f.name}', {value}")
+    return "named_struct(" + ", ".join(parts) + ")"
+
+
+def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()) -> str:
+    """SELECT of ``view`` as the contract's columns and types (Spark SQL; DuckDB via sqlglot).
+
+    ``schema``: the source's pyarrow schema. Values that do not parse become null (``try_cast``) and are then
+    quarantined with a reason; missing optional columns are null; ``dt`` is the partition's date when the files do
+    not hold it. An array of structs is cast as a whole when its fields are the contract's in the contract's order,
+    else rebuilt field by field by name. ``nanos_as_long``: timestamp columns Spark reads as nanoseconds since the
+    epoch (Parquet INT64 nanos)."""
+    from pyspark.sql.types import ArrayType, StructType
+
+    names = list(schema.names)
+    cols = []
+    for f in contract.struct_type().fields:
+        t = sql_type(f.dataType)
+        if f.name == contract.partition_column and dt is not None and f.name not in names:
+            cols.append(f"DATE '{dt.isoformat()}' AS {f.name}")
+        elif f.name not in names:
+            cols.append(f"CAST(NULL AS {t}) AS {f.name}")
+        elif f.name in nanos_as_long:
+            cols.append(f"timestamp_micros({f.name} DIV 1000) AS {f.name}")
+        elif isinstance(f.dataType, ArrayType) and isinstance(f.dataType.elementType, StructType):
+            elem = schema.field(f.name).type.value_type
+            have = [elem.field(i).name for i in range(elem.num_fields)] if hasattr(elem, "num_fields") else []
+            want = [s.name for s in f.dataType.elementType.fields]
+            if have == want:
+                cols.append(f"try_cast({f.name} AS {t}) AS {f.name}")
+            else:
+                cols.append(f"transform({f.name}, s -> {_struct_sql('s', f.dataType.elementType, have)}) "
+                            f"AS {f.name}")
+        else:
+            cols.append(f"try_cast({f.name} AS {t}) AS {f.name}")
+    return "SELECT " + ", ".join(cols) + f" FROM {view}"

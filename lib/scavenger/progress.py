@@ -81,4 +81,10 @@ def phase(spark, name: str, detail: str = "", group: str | None = None, log: boo
                   flush=True)
 
 
-__all__ = ["phase", "console_progress_conf"]
+def note(text: str) -> None:
+    """A one-line ``[scavenger]`` note on stderr (``SCAVENGER_PROGRESS=0`` silences it)."""
+    if _notes_enabled():
+        print(f"[scavenger] {text}", file=sys.stderr, flush=True)
+
+
+__all__ = ["phase", "console_progress_conf", "note"]

@@ -96,6 +96,7 @@ class RunResult:
     timings: dict = field(default_factory=dict)
     verdicts: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)
+    engine: dict = field(default_factory=dict)
     status: str = "running"
     exit_code: int | None = None
     message: str | None = None
@@ -114,7 +115,7 @@ class RunResult:
             "job": self.job, "run_id": self.run_id, "status": self.status, "exit_code": self.exit_code,
             "message": self.message, "started_at": self.started_at,
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-            "inputs": self.inputs, "outputs": self.outputs, "counts": self.counts,
+            "engine": self.engine, "inputs": self.inputs, "outputs": self.outputs, "counts": self.counts,
             "timings_seconds": self.timings, "verdicts": self.verdicts, "summary": self.summary,
         })
 

@@ -25,12 +25,35 @@ DEFAULT_SQL_CONF: dict[str, str] = {
 _LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 
 
+def embedded_defaults(master: str | None, conf: Mapping[str, str] | None) -> dict[str, str]:
+    """Settings for a JVM this process starts itself (local master, not under spark-submit), each only when the
+    user did not set it: the driver heap (half the machine's memory, at least 1g and at most 32g: Spark's own
+    default of 1g runs out on a few million events), shuffle partitions (4 per core instead of 200 tiny tasks),
+    and the local file system without checksum files (a Parquet file fixed in place with pandas beside Spark's
+    stale ``.crc`` reads as it is now)."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ or (master and not master.startswith("local")):
+        return {}
+    conf = conf or {}
+    out = {}
+    if "spark.driver.memory" not in conf and "--driver-memory" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+            total = 2 << 30
+        out["spark.driver.memory"] = f"{max(1, min(32, int(total / 2 ** 31)))}g"
+    cores = os.cpu_count() or 2
+    out.setdefault("spark.sql.shuffle.partitions", str(4 * cores))
+    out["spark.hadoop.fs.file.impl"] = "org.apache.hadoop.fs.RawLocalFileSystem"
+    out["spark.hadoop.fs.file.impl.disable.cache"] = "true"
+    return {k: v for k, v in out.items() if k not in conf}
+
+
 def get_spark(app_name: str = "scavenger", master: str | None = None,
               conf: Mapping[str, str] | None = None, quiet: bool = True):
-    """Return the active SparkSession or build one.
+    """Return the active SparkSession or build one (a Spark Connect session when SPARK_REMOTE is set).
 
     ``master`` and ``conf`` are explicit user choices and override everything; otherwise the session takes
-    what spark-submit or the environment configured and falls back to ``DEFAULT_SQL_CONF``.
+    what spark-submit or the environment configured, then :func:`embedded_defaults`, then ``DEFAULT_SQL_CONF``.
     """
     from pyspark.sql import SparkSession
 
@@ -42,21 +65,28 @@ def get_spark(app_name: str = "scavenger", master: str | None = None,
     # Python workers (only simulations use them) run the driver's interpreter unless the user chose one.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    if master:
+    remote = os.environ.get("SPARK_REMOTE")
+    if master and not remote:
         builder = builder.master(master)
-    if quiet and "PYSPARK_GATEWAY_PORT" not in os.environ and _LOG4J.exists():
+    conf = dict(conf or {})
+    if not remote:
+        for key, value in embedded_defaults(master, conf).items():
+            builder = builder.config(key, value)
+    if quiet and not remote and "PYSPARK_GATEWAY_PORT" not in os.environ and _LOG4J.exists():
         # A fresh JVM (not under spark-submit): start it with a quiet log4j config unless the user set one.
-        user_opts = (conf or {}).get("spark.driver.extraJavaOptions")
-        if user_opts is None:
+        if conf.get("spark.driver.extraJavaOptions") is None:
             builder = builder.config("spark.driver.extraJavaOptions",
                                      f"-Dlog4j2.configurationFile=file:{_LOG4J}")
-    for key, value in (conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if quiet:
-        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            spark.sparkContext.setLogLevel("ERROR")
+        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: the server's log level applies
+            pass
         _quiet_python_loggers()
-    _apply_defaults(spark, explicit=set((conf or {}).keys()))
+    _apply_defaults(spark, explicit=set(conf.keys()))
     return spark
 
 
@@ -73,27 +103,6 @@ def _quiet_python_loggers() -> None:
         return
     for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-
-
-ROW_STORAGE_CONF = "spark.scavenger.rowStorageLevel"
-
-
-def row_storage_level(spark):
-    """Storage level of the row-level frames the jobs persist for several aggregations (the statistics scan's flat
-    events, the gate's flagged rows): ``--conf spark.scavenger.rowStorageLevel=...``, a ``pyspark.StorageLevel``
-    name, default DISK_ONLY. On disk such a cache takes no executor heap, so memory does not grow with the window:
-    with MEMORY_AND_DISK a 100M-event scan ran out of a 4g heap while building the in-memory column batches beside
-    the Parquet reader's buffers."""
-    from pyspark import StorageLevel
-
-    from .errors import UsageError
-
-    name = spark.conf.get(ROW_STORAGE_CONF, "DISK_ONLY").strip().upper()
-    level = getattr(StorageLevel, name, None)
-    if not isinstance(level, StorageLevel):
-        raise UsageError(f"{ROW_STORAGE_CONF}={name!r} is not a pyspark StorageLevel (e.g. DISK_ONLY, "
-                         "MEMORY_AND_DISK)")
-    return level
 
 
 SCAN_BATCH_CONF = "spark.scavenger.scanBatchDays"
@@ -120,8 +129,12 @@ def scan_batch_days(spark) -> int:
 
 
 def _apply_defaults(spark, explicit: set[str] | None = None) -> None:
-    """Set each default SQL conf unless the user (or spark-submit) already set it."""
-    spark_conf = spark.sparkContext.getConf()
+    """Set each default SQL conf unless the user (or spark-submit) already set it. Under Spark Connect the server
+    owns its configuration: nothing is changed there."""
+    try:
+        spark_conf = spark.sparkContext.getConf()
+    except Exception:  # noqa: BLE001 - Spark Connect
+        return
     for key, value in DEFAULT_SQL_CONF.items():
         if explicit and key in explicit:
             continue

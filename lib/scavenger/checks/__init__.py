@@ -1,9 +1,7 @@
-"""Data checks that gate every evaluation (issue 5): row rules + quarantine (:mod:`.rules`), assumption checks
-3a-3e (:mod:`.assumptions`), great-expectations suites and Data Docs (:mod:`.expectations`), the gate
-(:mod:`.gate`: :func:`run_gate`, :data:`ESTIMATOR_CHECKS`)."""
-from .assumptions import AssumptionConfig
-from .gate import ALL_CHECKS, ESTIMATOR_CHECKS, GateConfig, GateResult, parse_checks, run_gate
+"""The data gate, as pure functions of the window's statistics: row rules as SQL flags evaluated in the one pass
+(:mod:`.rules`), verdicts of the quarantine and of assumption checks a-e (:mod:`.judge`, :mod:`.assumptions`),
+great-expectations suites and Data Docs (:mod:`.ge_window`, :mod:`.expectations`)."""
+from .assumptions import ALL_CHECKS, CHECK_NAMES, AssumptionConfig
 from .rules import RuleConfig
 
-__all__ = ["ALL_CHECKS", "AssumptionConfig", "ESTIMATOR_CHECKS", "GateConfig", "GateResult", "RuleConfig",
-           "parse_checks", "run_gate"]
+__all__ = ["ALL_CHECKS", "CHECK_NAMES", "AssumptionConfig", "RuleConfig"]

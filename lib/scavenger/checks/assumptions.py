@@ -32,6 +32,9 @@ import numpy as np
 import pandas as pd
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
+CHECK_NAMES = {"a": "context independence", "b": "enough exploration", "c": "support",
+               "d": "factorized logging", "e": "propensity calibration"}
+ALL_CHECKS = ("a", "b", "c", "d", "e")
 VERDICT_COLUMNS = ["check", "scope", "statistic", "threshold", "verdict", "message"]
 _ORDER = {PASS: 0, WARN: 1, FAIL: 2}
 

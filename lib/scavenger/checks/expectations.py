@@ -105,9 +105,15 @@ class GERunner:
                 "class_name": "SiteBuilder",
                 "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
-        self.spark_source = self.ctx.data_sources.add_spark(name="spark")
+        self._spark_source = None   # added on first use: a Spark data source starts a JVM
         self.pandas_source = self.ctx.data_sources.add_pandas(name="pandas")
         self.results = []
+
+    @property
+    def spark_source(self):
+        if self._spark_source is None:
+            self._spark_source = self.ctx.data_sources.add_spark(name="spark")
+        return self._spark_source
 
     def run(self, suite_name: str, frame, parameters: dict | None = None, fail_verdict: str = WARN,
             note: str = "") -> GEOutcome:

@@ -1,23 +1,18 @@
 """`scavenger adc`: attention-decay coefficients (naive, alpha-weighted) with intervals, beside DCG."""
 from __future__ import annotations
 
-import os
-
-from ..errors import UsageError
+from . import _common as C
 
 NAME = "adc"
 HELP = "Estimate attention-decay coefficients C_i from impression logs (naive and alpha-weighted, with CIs, DCG beside)"
 
 
 def add_arguments(parser):
-    from ._gate_flags import add_gate_arguments
-
-    add_gate_arguments(parser)
-    parser.add_argument("--logs", required=True, help="impression logs: path (Parquet by dt) or table")
-    parser.add_argument("--from", dest="date_from", default=None, help="first dt (YYYY-MM-DD, inclusive)")
-    parser.add_argument("--to", dest="date_to", default=None, help="last dt (YYYY-MM-DD, inclusive)")
-    parser.add_argument("--stats-dir", default=None, help="per-dt statistics store (reused across runs)")
-    parser.add_argument("--out", required=True, help="output directory: OUT/adc/ and OUT/result.json")
+    C.add_input_arguments(parser, decisions=False)
+    C.add_engine_arguments(parser)
+    C.add_gate_arguments(parser)
+    C.add_output_arguments(parser, "OUT/adc/ (and OUT/adc_by_day/)")
+    parser.add_argument("--by-day", action="store_true", help="also one ADC table per day (OUT/adc_by_day/)")
     parser.add_argument("--bootstrap", type=int, default=0,
                         help="Poisson bootstrap replicates (seeded from event_id) besides the delta-method CI")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
@@ -27,43 +22,53 @@ def add_arguments(parser):
                         help="pseudo-impressions shrinking s2(a,i) of the variance-optimal alpha")
 
 
-def run(args, ctx):
-    from ..evaluation import adc_statistics, estimate_adc, write_table
+def prepare(args, ctx):
+    from ..errors import UsageError
+    from ..pipelines.adc import AdcOptions
 
     if args.bootstrap < 0 or args.bootstrap > 1000:
         raise UsageError("--bootstrap must be between 0 and 1000")
-    if not 0 < args.level < 1:
-        raise UsageError("--level must be in (0, 1)")
+    C.check_level(args)
     if args.dcg_base <= 1:
         raise UsageError("--dcg-base must be > 1")
-    result = ctx.result
-    result.inputs = {"logs": args.logs, "from": args.date_from, "to": args.date_to, "stats_dir": args.stats_dir,
-                     "bootstrap": args.bootstrap, "seed": args.seed}
-    from ._gate_flags import gate_config_from_args
-    from ..evaluation import gated_adc_statistics
+    if args.smoothing < 0:
+        raise UsageError("--smoothing must be >= 0")
+    inputs = C.prepare_inputs(args, decisions=False)
+    ctx.result.inputs = {"logs": args.logs, "from": args.date_from, "to": args.date_to, "stats_dir": args.stats_dir,
+                         "bootstrap": args.bootstrap, "seed": args.seed, "gate": args.gate, "by_day": args.by_day}
+    return inputs, C.gate_config(args), AdcOptions(level=args.level, dcg_base=args.dcg_base,
+                                                   smoothing=args.smoothing, bootstrap=args.bootstrap,
+                                                   seed=args.seed, by_day=args.by_day)
 
-    gate_config = gate_config_from_args(args, args.out, result.run_id)
-    with result.timed("statistics"):
-        stats, verdicts, check_verdicts = gated_adc_statistics(
-            ctx.spark, args.logs, args.date_from, args.date_to, args.stats_dir, args.bootstrap, args.seed,
-            gate_config)
-    result.verdicts = verdicts
-    with result.timed("estimate"):
-        table = estimate_adc(stats, level=args.level, dcg_base=args.dcg_base, smoothing=args.smoothing)
-    table["checks"] = " ".join(f"{c}:{v}" for c, v in check_verdicts.items()) or "not_run"
-    path = write_table(table, args.out, "adc")
-    result.outputs = {"adc": os.path.abspath(path)}
-    ls = stats.table("log_summary")
-    result.counts = {"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
-                     "events": int(ls["n_events"].sum()) if len(ls) else 0,
-                     "impressions": int(stats.table("ad_position")["m"].sum())}
-    if getattr(stats, "gate_counts", None):
-        result.counts["gate"] = stats.gate_counts
-    result.summary = {"window": stats.window,
-                      "adc": {m: table[(table["method"] == m) & (table["interval_kind"] == "delta")]
-                              .sort_values("position")["coefficient"].round(6).tolist()
-                              for m in table["method"].unique()},
-                      "dcg": table.drop_duplicates("position").sort_values("position")["dcg"].round(6).tolist()}
-    show = table[table["interval_kind"] == ("bootstrap" if args.bootstrap else "delta")]
-    print(show[["position", "method", "coefficient", "ci_low", "ci_high", "ads_used", "impressions_used", "dcg"]]
-          .to_string(index=False))
+
+def run(args, ctx, prepared):
+    from ..errors import DataCheckFailed
+    from ..io import fs, outputs
+    from ..pipelines.adc import adc
+
+    inputs, gate, options = prepared
+    engine = ctx.engine(inputs)
+    with ctx.result.timed("adc"):
+        res = adc(engine, inputs, options, gate, args.stats_dir, C.quarantine_dir(args), ctx.result.run_id,
+                  C.batch_days(args, engine))
+    r = ctx.result
+    r.outputs["adc"] = outputs.write_table(res.table, fs.join(args.out, "adc"))
+    if res.by_day is not None:
+        r.outputs["adc_by_day"] = fs.join(args.out, "adc_by_day")
+        outputs.write_by_day(res.by_day, r.outputs["adc_by_day"])
+    r.outputs["quarantine"] = C.quarantine_dir(args)
+    stats = res.stats
+    ap = stats.table("ad_position")
+    r.counts.update({"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
+                     "impressions": int(ap["m"].sum()) if len(ap) else 0, **res.window.counts})
+    r.verdicts = res.window.verdicts
+    t = res.table[res.table["interval_kind"] == ("bootstrap" if args.bootstrap else "delta")]
+    r.summary.update({"window": stats.window, "checks": res.window.check_verdicts,
+                      "adc": {m: [None if v != v else round(float(v), 6) for v in g.sort_values("position")
+                                  ["coefficient"]] for m, g in t.groupby("method")},
+                      "dcg": t.drop_duplicates("position").sort_values("position")["dcg"].round(6).tolist(),
+                      "not_identified": sorted({str(x) for x in t.loc[~t["identified"], "reason"].dropna()})})
+    if r.summary["not_identified"] and len(t) and not t.loc[t["position"] > 1, "identified"].any():
+        raise DataCheckFailed("; ".join(r.summary["not_identified"]) + " (slotted logs show each ad at one position "
+                              "only: estimate ADCs from ranked logs, or where ads move between positions)",
+                              verdicts=r.verdicts)

@@ -60,9 +60,8 @@ def tiebreak_col(seed: int, *cols):
     """A seeded uniform in [0, 1) per (event, ad): random tie-breaks and random fills, partition-independent."""
     from pyspark.sql import functions as F
 
-    from ..statistics.scan import hash_uniform
-
-    return hash_uniform(F.lit(int(seed)), F.lit("policies"), *[F.col(c) for c in cols])
+    h = F.xxhash64(F.lit(int(seed)), F.lit("policies"), *[F.col(c) for c in cols])
+    return h.bitwiseAND(F.lit((1 << 53) - 1)).cast("double") / F.lit(float(1 << 53))
 
 
 def _slots_from_ads(ads_array):

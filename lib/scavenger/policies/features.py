@@ -132,9 +132,9 @@ def resolve_adc(spark, spec: str, logs, method: str = "variance_optimal") -> tup
 
     if spec is None or spec == "estimate":
         from ..estimators.adc import adc_table, adc_vector
-        from ..statistics.scan import StatsConfig, scan
+        from ..statistics.window import tables_of
 
-        tables = scan(logs, None, StatsConfig(slate_actions=False))
+        tables = tables_of(logs)
         table = adc_table(tables["ad_position"], methods=(method,), bootstrap=False)
         C = adc_vector(table, method)
         if not np.all(np.isfinite(C)) or np.any(C <= 0):

@@ -159,9 +159,9 @@ def factored_values(spark, score_logs, decisions, method: str = "variance_optima
     Returns policy_id, estimator, value, std_error, ci_low, ci_high, supported_share, adc (list)."""
     from ..estimators.adc import adc_table, adc_vector
     from ..estimators.factored import ad_impressions, factored_estimate
-    from ..statistics.scan import StatsConfig, scan
+    from ..statistics.window import tables_of
 
-    tables = scan(score_logs, decisions, StatsConfig(slate_actions=False))
+    tables = tables_of(score_logs, decisions)
     C = adc_vector(adc_table(tables["ad_position"], methods=(method,), bootstrap=False), method)
     T_a = ad_impressions(tables["ad_position"])
     rows = []

@@ -28,6 +28,8 @@ hot path).
 """
 from __future__ import annotations
 
+import os
+
 import itertools
 import json
 import math
@@ -420,7 +422,7 @@ def run_cells(cells, tensors: int, seed: int, spark=None, partitions: int | None
     if spark is None:
         out = _run_job_frame(jobs)
     else:
-        n_parts = partitions or max(1, min(len(jobs), 4 * spark.sparkContext.defaultParallelism))
+        n_parts = partitions or max(1, min(len(jobs), 4 * (os.cpu_count() or 2)))
         ids = spark.range(0, len(jobs), 1, numPartitions=int(n_parts))
         out = ids.mapInPandas(_job_mapper(jobs), schema=_result_schema()).toPandas()
     return out.sort_values(["cell_id", "tensor_id", "estimator", "prior"], kind="mergesort").reset_index(drop=True)

@@ -1,11 +1,10 @@
-"""The statistics layer: one scan per dt of the logs (+ decisions) -> small additive tables, stored per dt.
+"""The statistics layer: one pass per day of the logs (+ decisions) -> small additive tables, stored per day.
 
-``scan`` (Spark, built-in SQL only) -> per-dt pandas tables; ``tables.merge`` adds days; ``store.window_statistics``
-loads stored days whose fingerprint matches and scans only the missing or changed days.
+``scan.scan_days`` runs the Spark SQL statements of ``statistics/sql`` on an engine (DuckDB or Spark);
+``tables.merge`` adds days; ``store`` keeps each day's tables; ``window`` assembles a window from stored and
+newly scanned days.
 """
-from .scan import STATS_VERSION, StatsConfig, scan
-from .store import WindowStats, list_dates, window_statistics
+from .scan import STATS_VERSION, ScanPlan, StatsConfig, scan_days
 from .tables import TABLES, merge, merge_all, split_by_dt
 
-__all__ = ["STATS_VERSION", "StatsConfig", "scan", "WindowStats", "list_dates", "window_statistics", "TABLES",
-           "merge", "merge_all", "split_by_dt"]
+__all__ = ["STATS_VERSION", "StatsConfig", "ScanPlan", "scan_days", "TABLES", "merge", "merge_all", "split_by_dt"]

@@ -1,13 +1,13 @@
-"""Built-in re-ordering policies as decisions (Spark, built-in SQL only).
+"""Built-in re-ordering policies as decisions, in the same pass (SQL over the day's flagged rows, scv_ev).
 
-A re-ordering keeps the logged ads of an event and sorts them by a score (descending; ties keep the logged
-order). The result is a deterministic decisions DataFrame (policy_id, event_id, slots, base_policy, dt) that goes
-through the same statistics scan as any other target.
+A re-ordering keeps the logged ads of an event and sorts them by a score (descending; ties keep the logged order),
+giving a deterministic decision (policy_id, event_id, slots, base_policy, dt) that goes through the same join and
+tables as any other target (seed 001 section 4.2, the re-ordering estimator).
 
-Scores: ``ctr_scores`` (empirical CTR per ad, fitted on the ``ad_position`` statistics of an earlier window,
-optionally position-normalised by an ADC vector: sum_i C(a,i) / sum_i M(a,i) C_i); ``random`` (a seeded hash of
-(seed, event_id, ad_id)); a user table (ad_id, score) or (context_id, ad_id, score). Ads without a score go last.
-Small score tables travel as one broadcast row holding a map, so the logs are not shuffled.
+Scores: ``ctr`` (empirical CTR per ad, fitted on the ``ad_position`` statistics of an earlier window, optionally
+position-normalised by an ADC vector: sum_i C(a,i) / sum_i M(a,i) C_i); ``random`` (a seeded hash of (seed,
+event_id, ad_id)); a user table (ad_id, score) or (context_id, ad_id, score). Ads without a score go last. A score
+table is registered with the engine and read as one map (no shuffle of the logs).
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
-from .scan import hash_uniform
 
-_SEP = "\u0001"
+_SEP = "\\u0001"
+LOWEST = "-1.7976931348623157E308"
 
 
 def ctr_scores(ad_position: pd.DataFrame, adc: np.ndarray | None = None) -> pd.DataFrame:
@@ -31,75 +31,74 @@ def ctr_scores(ad_position: pd.DataFrame, adc: np.ndarray | None = None) -> pd.D
     return pd.DataFrame({"ad_id": agg.index.to_numpy(), "score": (agg["c"] / agg["m"]).to_numpy(float)})
 
 
-def _sorted_decisions(events, policy_id: str, score_of):
-    """events: logs-like frame (dt, event_id, slots, ...); score_of(slot) -> score column expression."""
-    from pyspark.sql import functions as F
-
-    keyed = F.transform(F.col("slots"), lambda s: F.struct(
-        (-F.coalesce(score_of(s), F.lit(float("-inf")))).alias("neg"), s["position"].alias("p"),
-        s["ad_id"].alias("a")))
-    ordered = F.sort_array(keyed)
-    slots = F.transform(ordered, lambda x, i: F.struct(
-        (i + 1).cast("int").alias("position"), x["a"].alias("ad_id"), F.lit(1.0).alias("probability")))
-    return events.select(
-        F.lit(policy_id).alias("policy_id"), F.col("event_id"), slots.alias("slots"),
-        F.lit(None).cast("string").alias("base_policy"), F.col("dt"))
+def _sorted(policy_id: str, score_of, source: str = "scv_ev", join: str = "") -> str:
+    """Decisions that order each event's logged slots by ``score_of(s)`` (a SQL expression of slot s)."""
+    pid = policy_id.replace("'", "''")
+    return f"""
+SELECT '{pid}' AS policy_id, e.event_id AS event_id,
+  transform(array_sort(transform(e.slots, s -> named_struct('neg', -1D * coalesce({score_of}, {LOWEST}),
+    'p', s.position, 'a', s.ad_id))),
+    (x, i) -> named_struct('position', CAST(i + 1 AS INT), 'ad_id', x.a, 'probability', 1D)) AS slots,
+  CAST(NULL AS STRING) AS base_policy, e.dt AS dt, CAST(0 AS BIGINT) AS _rid
+FROM {source} e {join}
+WHERE e.event_id IS NOT NULL AND size(e.slots) > 0"""
 
 
-def random_reorder(logs, policy_id: str = "reorder_random", seed: int = 0):
-    """Uniformly random order per event: score = hash_uniform(seed, event_id, ad_id)."""
-    from pyspark.sql import functions as F
+def random_sql(policy_id: str, seed: int) -> str:
+    """A uniformly random order per event: score = a uniform from md5(seed, event_id, ad_id)."""
+    u = (f"CAST(conv(substr(md5(concat('{int(seed)}:', e.event_id, ':', s.ad_id)), 1, 13), 16, 10) AS DOUBLE) "
+         f"/ 4503599627370496D")
+    return _sorted(policy_id, u)
 
-    return _sorted_decisions(logs, policy_id,
-                             lambda s: hash_uniform(F.lit(seed), F.col("event_id"), s["ad_id"]))
+
+def scores_sql(policy_id: str, table: str, by_context: bool) -> str:
+    """Order by a registered score table ``table`` (ad_id, score) or (context_id, ad_id, score)."""
+    key = f"concat(e.context_id, '{_SEP}', s.ad_id)" if by_context else "s.ad_id"
+    kcol = f"concat(context_id, '{_SEP}', ad_id)" if by_context else "ad_id"
+    join = (f"CROSS JOIN (SELECT map_from_entries(collect_list(named_struct('k', {kcol}, 'v', "
+            f"CAST(score AS DOUBLE)))) AS scores FROM {table}) m")
+    return _sorted(policy_id, f"element_at(m.scores, {key})", join=join)
 
 
-def score_reorder(spark, logs, scores: pd.DataFrame, policy_id: str, max_entries: int = 500_000):
-    """Order by a score table (ad_id, score) or (context_id, ad_id, score), broadcast as one map row."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DoubleType, MapType, StringType, StructField, StructType
-
+def check_scores(scores: pd.DataFrame, max_entries: int = 500_000) -> bool:
+    """Whether the table is keyed by context; UsageError when it is not a score table."""
     cols = set(scores.columns)
     if not {"ad_id", "score"} <= cols:
         raise UsageError("a score table needs columns (ad_id, score) or (context_id, ad_id, score)")
     if len(scores) > max_entries:
         raise UsageError(f"score table has {len(scores)} rows; at most {max_entries} are supported")
-    by_context = "context_id" in cols
-    if by_context:
-        keys = scores["context_id"].astype(str) + _SEP + scores["ad_id"].astype(str)
-    else:
-        keys = scores["ad_id"].astype(str)
-    mapping = dict(zip(keys, scores["score"].astype(float)))
-    schema = StructType([StructField("__scores", MapType(StringType(), DoubleType()))])
-    row = spark.createDataFrame([(mapping,)], schema)
-    joined = logs.crossJoin(F.broadcast(row))
-    if by_context:
-        def score_of(s):
-            return F.try_element_at(F.col("__scores"), F.concat(F.col("context_id"), F.lit(_SEP), s["ad_id"]))
-    else:
-        def score_of(s):
-            return F.try_element_at(F.col("__scores"), s["ad_id"])
-    return _sorted_decisions(joined, policy_id, score_of)
+    return "context_id" in cols
 
 
 def parse_reorder_specs(specs) -> list[dict]:
     """``--reorder`` values: ``random[:seed]``, ``ctr:FROM:TO`` (fit window), ``scores:PATH`` -> spec dicts."""
+    from ..contract import parse_date
+
     out = []
     for spec in specs or []:
         parts = spec.split(":")
         kind = parts[0]
         if kind == "random":
-            seed = int(parts[1]) if len(parts) > 1 and parts[1] else 0
+            try:
+                seed = int(parts[1]) if len(parts) > 1 and parts[1] else 0
+            except ValueError:
+                raise UsageError(f"--reorder random:SEED needs an integer seed, got {spec!r}") from None
             out.append({"kind": "random", "seed": seed, "policy_id": f"reorder_random_{seed}"})
         elif kind == "ctr":
             if len(parts) != 3:
                 raise UsageError(f"--reorder ctr needs ctr:FROM:TO (the fit window), got {spec!r}")
+            parse_date(parts[1], "--reorder ctr FROM")
+            parse_date(parts[2], "--reorder ctr TO")
             out.append({"kind": "ctr", "fit_from": parts[1], "fit_to": parts[2],
                         "policy_id": f"reorder_ctr_{parts[1]}_{parts[2]}"})
         elif kind == "scores":
             if len(parts) < 2:
                 raise UsageError(f"--reorder scores needs scores:PATH, got {spec!r}")
             path = ":".join(parts[1:])
+            import os
+
+            if "://" not in path and not os.path.exists(path):
+                raise UsageError(f"--reorder scores: no such file {path}")
             out.append({"kind": "scores", "path": path, "policy_id": "reorder_scores"})
         else:
             raise UsageError(f"unknown --reorder kind {kind!r} (random[:seed], ctr:FROM:TO, scores:PATH)")

@@ -1,99 +1,144 @@
 """Keys and merge rules of the statistics tables (pure pandas/numpy).
 
-Every value column is additive (a count or a sum), or a max; array columns add (or max) elementwise. A window's
-statistics are ``merge`` of its days: group by the table's keys without ``dt`` and add.
-Exactness: counts and sums of integer-valued terms (0/1 clicks) are exact in float64 up to 2^53, so merged days
-equal a single scan bit for bit; sums of non-integer terms (importance weights) equal it up to the rounding of the
-summation order (Spark does not fix the order in which partial aggregates are combined, even for one scan).
+Every value column is additive (a count or a sum) or a max/min. A window's statistics are ``merge`` of its days:
+group by the table's keys without ``dt`` and add; tables whose test pools within days (check d's strata, the
+per-day counts) keep ``dt`` as a key. Exactness: counts and sums of 0/1 clicks are exact in float64 up to 2^53,
+so merged days equal a single scan bit for bit; sums of importance weights equal it up to summation order.
+
+Slate moments of days with different K are padded as Y_k = 1 for the positions a day never held (the convention of
+``statistics/sql/decisions.py``): W and G = 1 - K + sum_k Y_k do not change, so neither does any estimate.
 """
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-# table -> (keys without dt, max columns); every other non-key column is summed.
-TABLES: dict[str, tuple[list[str], list[str]]] = {
-    "log_summary": (["logging_policy"], ["k_max", "r_max", "r_min"]),
-    "ad_position": (["logging_policy", "ad_id", "position"], []),
-    "slate_actions": (["slate_key"], []),
-    "slate_targets": (["policy_id", "slate_key"], []),
-    "base_targets": (["policy_id", "base_policy"], []),
-    "policy_events": (["policy_id"], []),
-    "factored": (["policy_id", "ad_id", "pos_i", "pos_j"], []),
-    "factored_sq": (["policy_id", "ad_id", "pos_i", "pos_j", "pos_j2"], []),
-    "target_placements": (["policy_id", "ad_id", "pos_j"], []),
-    "slate_moments": (["policy_id", "logging_policy"], ["max_W", "max_Y"]),
+
+@dataclass(frozen=True)
+class Table:
+    keys: tuple                    # without dt
+    maxes: tuple = ()              # max columns (a column ending in _min is a min)
+    per_day: bool = False          # dt stays a key when merging (the statistic is judged within a day)
+    big: bool = False              # as many rows as events: stored and reduced by the engine, never in pandas
+
+
+TABLES: dict[str, Table] = {
+    "log_counts": Table((), ("min_propensity", "max_propensity", "min_reward", "max_reward", "min_slots",
+                             "max_slots", "k_max", "logging_policies"), per_day=True),
+    "decision_counts": Table((), ("min_probability", "max_probability", "max_sum_deviation", "policies"),
+                             per_day=True),
+    "log_summary": Table(("logging_policy",), ("k_max", "r_max", "r_min")),
+    "ad_position": Table(("logging_policy", "fold", "ad_id", "position"), ("min_p", "max_p", "stratum_min",
+                                                                           "stratum_max")),
+    "context_cells": Table(("logging_policy", "position", "feature", "value", "ad_id")),
+    "pair_strata": Table(("logging_policy", "stratum", "j", "k"), per_day=True),
+    "calibration_cells": Table(("logging_policy", "stratum", "position", "ad_id"), ("min_p", "max_p")),
+    "policy_events": Table(("policy_id",)),
+    "base_targets": Table(("policy_id", "base_policy")),
+    "slate_moments": Table(("policy_id", "logging_policy", "fold"), ("max_W",)),
+    "factored": Table(("policy_id", "ad_id", "pos_i", "pos_j")),
+    "factored_sq": Table(("policy_id", "ad_id", "pos_i", "pos_j", "pos_j2")),
+    "target_placements": Table(("policy_id", "logging_policy", "ad_id", "pos_j")),
+    "slate_actions": Table(("held", "slate_key"), big=True),
+    "slate_targets": Table(("policy_id", "held", "slate_key"), big=True),
+    "event_ids": Table(("id_hash",), big=True),
 }
+SMALL = tuple(n for n, t in TABLES.items() if not t.big)
+BIG_COLUMNS = {"slate_actions": ("dt", "held", "slate_key", "t"),
+               "slate_targets": ("dt", "policy_id", "held", "slate_key", "n_target", "n_match", "s_r", "s_r2"),
+               "event_ids": ("dt", "id_hash")}
+_MAX_Y = re.compile(r"^max_Y_\d+$")
 
-# YY-type arrays are K*K (row-major); the others are length K (slate moments) or B (bootstrap).
-SQUARE_ARRAYS = {"s_YY", "s_rYY", "s_r2YY"}
+
+def _is_max(name: str, col: str) -> bool:
+    t = TABLES[name]
+    return col in t.maxes or (name == "slate_moments" and bool(_MAX_Y.match(col)))
 
 
-def _pad(arr, K: int, square: bool) -> np.ndarray:
-    arr = np.asarray(arr, dtype=float)
-    if square:
-        k0 = int(round(np.sqrt(arr.size)))
-        if k0 == K:
-            return arr
-        out = np.zeros((K, K))
-        out[:k0, :k0] = arr.reshape(k0, k0)
-        return out.ravel()
-    if arr.size == K:
-        return arr
-    out = np.zeros(K)
-    out[:arr.size] = arr
+def moments_k(df: pd.DataFrame) -> int:
+    """K of a slate-moments frame: its number of s_Y_k columns."""
+    return sum(1 for c in df.columns if re.fullmatch(r"s_Y_\d+", c))
+
+
+def pad_moments(df: pd.DataFrame, K: int) -> pd.DataFrame:
+    """Slate moments of K0 <= K positions as moments of K positions with Y_k = 1 for k > K0 (see module doc)."""
+    K0 = moments_k(df)
+    if K0 >= K:
+        return df
+    out = df.copy()
+    n, sr, sr2 = out["n"].astype(float), out["s_r"].fillna(0.0), out["s_r2"].fillna(0.0)
+    for k in range(K0 + 1, K + 1):
+        out[f"s_Y_{k}"], out[f"s_rY_{k}"], out[f"s_r2Y_{k}"] = n, sr, sr2
+        out[f"n_Y_pos_{k}"] = n
+        out[f"max_Y_{k}"] = np.where(n > 0, 1.0, np.nan)
+    for j in range(1, K + 1):
+        for k in range(max(j, K0 + 1), K + 1):
+            if j <= K0:
+                y, ry, r2y = out[f"s_Y_{j}"], out[f"s_rY_{j}"], out[f"s_r2Y_{j}"]
+            else:
+                y, ry, r2y = n, sr, sr2
+            out[f"s_YY_{j}_{k}"], out[f"s_rYY_{j}_{k}"], out[f"s_r2YY_{j}_{k}"] = y, ry, r2y
     return out
 
 
-def merge(name: str, frames: list[pd.DataFrame], by_dt: bool = False) -> pd.DataFrame:
-    """Sum the per-day frames of table ``name`` over dt (or keep dt with ``by_dt``); arrays add elementwise.
-
-    Slate-moment arrays of days with a different K are zero-padded to the largest K (a missing position has
-    no events, so all its sums are 0).
-    """
-    keys, max_cols = TABLES[name]
-    if by_dt:
+def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
+    """Sum the per-day frames of table ``name`` over dt (keep dt with ``by_dt`` or for per-day tables); max/min
+    columns take the max/min; nulls of sums (a sum over no rows) count 0."""
+    t = TABLES[name]
+    keys = list(t.keys)
+    if by_dt or t.per_day:
         keys = ["dt", *keys]
     frames = [f for f in frames if f is not None and len(f)]
     if not frames:
         return pd.DataFrame(columns=keys)
+    if name == "slate_moments":
+        K = max(moments_k(f) for f in frames)
+        frames = [pad_moments(f, K) for f in frames]
     df = pd.concat(frames, ignore_index=True)
     values = [c for c in df.columns if c not in keys and c != "dt"]
-    array_cols = [c for c in values if df[c].dtype == object and isinstance(df[c].iloc[0], (list, np.ndarray))]
-    scalar_cols = [c for c in values if c not in array_cols]
-    agg = {c: (("min" if c.endswith("_min") else "max") if c in max_cols else "sum") for c in scalar_cols}
-    wide_parts = [df[keys + scalar_cols]]
-    wide_agg = dict(agg)
-    layout = {}
-    for c in array_cols:
-        if name == "slate_moments":
-            sq = c in SQUARE_ARRAYS
-            kk = max(int(round(np.sqrt(np.asarray(v).size))) if sq else np.asarray(v).size for v in df[c])
-            mat = np.vstack([_pad(v, kk, sq) for v in df[c]])
+    agg = {}
+    for c in values:
+        if _is_max(name, c):
+            agg[c] = "min" if c.endswith("_min") or c.startswith("min_") else "max"
+        elif df[c].dtype == object and len(df) and isinstance(df[c].dropna().iloc[0] if df[c].notna().any()
+                                                               else None, (list, np.ndarray)):
+            agg[c] = _sum_arrays
         else:
-            mat = np.vstack([np.asarray(v, dtype=float) for v in df[c]])
-        names = [f"__{c}__{i}" for i in range(mat.shape[1])]
-        layout[c] = names
-        wide_parts.append(pd.DataFrame(mat, columns=names, index=df.index))
-        for n in names:
-            wide_agg[n] = "max" if c in max_cols else "sum"
-    wide = pd.concat(wide_parts, axis=1)
-    # fill nulls (a sum over no rows is null in Spark) before adding; max columns keep NaN semantics of max
-    sum_cols = [c for c, how in wide_agg.items() if how == "sum"]
-    wide[sum_cols] = wide[sum_cols].fillna(0)
-    out = wide.groupby(keys, dropna=False, sort=True).agg(wide_agg).reset_index()
-    for c, names in layout.items():
-        mat = out[names].to_numpy(dtype=float)
-        out[c] = list(mat)
-        out = out.drop(columns=names)
+            agg[c] = "sum"
+    sums = [c for c, how in agg.items() if how == "sum"]
+    df[sums] = df[sums].fillna(0)
+    out = df.groupby(keys, dropna=False, sort=True).agg(agg).reset_index() if keys else \
+        pd.DataFrame([{c: _reduce(df[c], how) for c, how in agg.items()}])
     return out[keys + values]
 
 
-def merge_all(per_table: dict[str, list[pd.DataFrame]], by_dt: bool = False) -> dict[str, pd.DataFrame]:
-    return {name: merge(name, frames, by_dt=by_dt) for name, frames in per_table.items() if name in TABLES}
+def _reduce(s: pd.Series, how):
+    if callable(how):
+        return how(s)
+    return getattr(s, how)()
 
 
-def split_by_dt(tables: dict[str, pd.DataFrame]) -> dict:
+def _sum_arrays(s: pd.Series):
+    arrays = [np.asarray(v, dtype=float) for v in s if v is not None]
+    return np.sum(arrays, axis=0) if arrays else None
+
+
+def merge_all(per_day: dict, dates: list, by_dt: bool = False) -> dict:
+    """{table: merged frame} over ``dates`` of ``per_day`` ({dt: {table: frame}})."""
+    out = {}
+    for name, t in TABLES.items():
+        if t.big:
+            continue
+        merged = merge(name, [per_day.get(d, {}).get(name) for d in dates], by_dt=by_dt)
+        if len(merged):
+            out[name] = merged
+    return out
+
+
+def split_by_dt(tables: dict) -> dict:
     """{table: frame with dt} -> {dt: {table: frame}} (each day's rows, dt kept)."""
     days: dict = {}
     for name, df in tables.items():
@@ -102,3 +147,60 @@ def split_by_dt(tables: dict[str, pd.DataFrame]) -> dict:
         for dt, part in df.groupby("dt", sort=True):
             days.setdefault(dt, {})[name] = part.reset_index(drop=True)
     return days
+
+
+# ---- unpivots done on the driver (small aggregated rows) --------------------------------------------------------
+def split_policy_groups(g: pd.DataFrame) -> dict:
+    """policy_events, base_targets and slate_moments from the per-(dt, policy, logging, base, fold) rows."""
+    out = {}
+    keys = ["dt", "policy_id"]
+    has_base = g["base_policy"].notna()
+    pe = g.assign(n_with_base=g["n_all"].where(has_base, 0)).groupby(keys, sort=True).agg(
+        n_events=("n_all", "sum"), n_deterministic=("n_det", "sum"), n_with_base=("n_with_base", "sum"),
+        n_reorder=("n_reorder", "sum"), n_partial=("n_partial", "sum"),
+        n_missing_propensity=("n_missing_propensity", "sum")).reset_index()
+    out["policy_events"] = pe.astype({c: "int64" for c in pe.columns if c.startswith("n_")})
+    b = g[has_base]
+    match = (b["base_policy"] == b["logging_policy"]).to_numpy()
+    bt = pd.DataFrame({"dt": b["dt"].to_numpy(), "policy_id": b["policy_id"].to_numpy(),
+                       "base_policy": b["base_policy"].to_numpy(), "n_target": b["n_all"].to_numpy(),
+                       "n_match": b["n_all"].to_numpy() * match,
+                       "s_r": b["s_r_all"].fillna(0).to_numpy() * match,
+                       "s_r2": b["s_r2_all"].fillna(0).to_numpy() * match})
+    out["base_targets"] = (bt.groupby(["dt", "policy_id", "base_policy"], sort=True).sum().reset_index()
+                           .astype({"n_target": "int64", "n_match": "int64"}))
+    moment_cols = [c for c in g.columns if c == "n" or c == "n_missing_propensity" or c.startswith(("s_", "max_"))
+                   or c.startswith("n_W") or c.startswith("n_Y")]
+    moment_cols = [c for c in moment_cols if c not in ("s_r_all", "s_r2_all")]
+    sm = g[["dt", "policy_id", "logging_policy", "fold", *moment_cols]]
+    out["slate_moments"] = merge("slate_moments", [sm], by_dt=True)
+    return out
+
+
+def split_factored(groups: pd.DataFrame) -> dict:
+    """Long ``factored`` (.., pos_j, s_rp, s_r2p) and ``factored_sq`` (.., pos_j, pos_j2, s_r2pp) tables from the
+    wide per-(dt, policy, ad, pos_i) sums; a row exists where some rewarded slot's ad has target probability > 0
+    at j (s_r2p > 0, s_r2pp > 0)."""
+    keys = ["dt", "policy_id", "ad_id", "pos_i"]
+    fac_cols, sq_cols = keys + ["pos_j", "s_rp", "s_r2p"], keys + ["pos_j", "pos_j2", "s_r2pp"]
+    K = sum(1 for c in groups.columns if c.startswith("s_rp_"))
+    if not len(groups) or K == 0:
+        return {"factored": pd.DataFrame(columns=fac_cols), "factored_sq": pd.DataFrame(columns=sq_cols)}
+    base = {c: groups[c].to_numpy() for c in keys}
+    rp = groups[[f"s_rp_{j}" for j in range(1, K + 1)]].to_numpy(float)
+    r2p = groups[[f"s_r2p_{j}" for j in range(1, K + 1)]].to_numpy(float)
+    rows, cols = np.nonzero(np.nan_to_num(r2p) > 0)
+    fac = pd.DataFrame({**{c: v[rows] for c, v in base.items()}, "pos_j": (cols + 1).astype("int32"),
+                        "s_rp": rp[rows, cols], "s_r2p": r2p[rows, cols]})
+    parts = []
+    for j in range(1, K + 1):
+        for j2 in range(1, K + 1):
+            col = f"s_r2pp_{min(j, j2)}_{max(j, j2)}"
+            v = groups[col].to_numpy(float)
+            nz = np.nonzero(np.nan_to_num(v) > 0)[0]
+            if len(nz):
+                parts.append(pd.DataFrame({**{c: x[nz] for c, x in base.items()},
+                                           "pos_j": np.full(len(nz), j, "int32"),
+                                           "pos_j2": np.full(len(nz), j2, "int32"), "s_r2pp": v[nz]}))
+    sq = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=sq_cols)
+    return {"factored": fac, "factored_sq": sq[sq_cols]}

@@ -1,0 +1,60 @@
+"""Two engines, one SQL: DuckDB embedded on one machine, Spark on the warehouse (see base.py for the seam).
+
+``choose(requested, inputs, ...)`` applies the ``--engine auto`` rule: Spark when given a Spark DataFrame, a
+catalog table or a URI that is not local, when ``SPARK_REMOTE`` is set, under spark-submit, or when a Spark master
+or Spark settings were given; DuckDB for local Parquet paths and in-memory pandas/pyarrow tables.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import UsageError
+from .base import Engine, EngineInfo
+
+ENGINES = ("auto", "duckdb", "spark")
+
+
+def under_spark() -> str | None:
+    """Why this process must use Spark whatever its inputs (or None)."""
+    if os.environ.get("SPARK_REMOTE"):
+        return "SPARK_REMOTE is set (Spark Connect)"
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return "running under spark-submit"
+    return None
+
+
+def choose(requested: str, sources, spark_hint: str | None = None) -> tuple[str, str]:
+    """(engine name, why) for ``requested`` in auto|duckdb|spark given the input sources (see module doc)."""
+    requested = (requested or "auto").lower()
+    if requested not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {requested!r}")
+    needs_spark = [f"{s.name} is a {'Spark DataFrame' if s.kind == 'spark' else 'catalog table' if s.kind == 'table' else 'non-local URI'}"
+                   for s in sources if s is not None and not s.local]
+    if requested == "duckdb":
+        if needs_spark:
+            raise UsageError(f"--engine duckdb reads local Parquet only: {needs_spark[0]}; use --engine spark")
+        return "duckdb", "--engine duckdb"
+    if requested == "spark":
+        return "spark", "--engine spark"
+    reason = under_spark() or spark_hint or (needs_spark[0] if needs_spark else None)
+    if reason:
+        return "spark", f"auto: {reason}"
+    return "duckdb", "auto: local Parquet inputs (no JVM needed)"
+
+
+def open_engine(name: str, why: str, spark=None, master: str | None = None, conf: dict | None = None,
+                app_name: str = "scavenger") -> Engine:
+    if name == "duckdb":
+        from .duck import DuckDBEngine
+
+        return DuckDBEngine(why)
+    from .spark import SparkEngine
+
+    if spark is None:
+        from ..session import get_spark
+
+        spark = get_spark(app_name=app_name, master=master, conf=conf)
+    return SparkEngine(spark, why)
+
+
+__all__ = ["Engine", "EngineInfo", "ENGINES", "choose", "open_engine", "under_spark"]

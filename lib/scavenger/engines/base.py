@@ -1,0 +1,103 @@
+"""The engine seam: what the statistics layer asks of an engine, and nothing more.
+
+An engine holds named relations. The statistics are Spark SQL statements over those names (``statistics/sql``);
+the engine runs them as they are (Spark) or as sqlglot writes them for DuckDB. Everything above this floor (the
+estimators, the checks, great-expectations, the report) sees pandas frames and never knows which engine ran.
+
+    engine.read(name, source, contract, days)    the input rows of those days as relation ``name`` (conformed)
+    engine.view(name, sql)                       a lazy named relation
+    engine.materialize(name, sql)                computed once and kept until ``release()`` (the one read/join)
+    engine.fetch(sql) -> pandas                  a small result (aggregated tables only)
+    engine.write(sql, uri, dts)                  Parquet partitioned by dt; each dt replaced at once, others kept
+    engine.read_parquet(name, uris)              stored per-day tables (the statistics store) read back
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class EngineInfo:
+    """What ran: shown in result.json and the run summary."""
+
+    name: str
+    why: str
+    settings: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "why": self.why, **self.settings}
+
+
+class Engine:
+    """Base class; see the module docstring. Subclasses: DuckDBEngine, SparkEngine."""
+
+    name = "base"
+
+    def __init__(self, why: str = ""):
+        self.info = EngineInfo(self.name, why)
+
+    # -- relations -------------------------------------------------------------------------------------------
+    def read(self, name: str, source, contract, days) -> None:
+        raise NotImplementedError
+
+    def view(self, name: str, sql: str) -> None:
+        raise NotImplementedError
+
+    def materialize(self, name: str, sql: str, keep: bool = False) -> None:
+        """``keep``: survives ``release()`` (dropped by ``close()``)."""
+        raise NotImplementedError
+
+    def fetch(self, sql: str) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def write(self, sql: str, uri: str, dts, partition: str = "dt") -> int:
+        """Rows of ``sql`` as Parquet under ``uri``/<partition>=<value>/; returns the rows written."""
+        raise NotImplementedError
+
+    def read_parquet(self, name: str, uris: list, root: str | None = None) -> None:
+        raise NotImplementedError
+
+    def columns(self, name: str) -> list[str]:
+        raise NotImplementedError
+
+    def register_frame(self, name: str, frame: pd.DataFrame) -> None:
+        """A small pandas table (e.g. a score table) as relation ``name``."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Drop the materialized relations not kept (end of a scan's batch)."""
+
+    def close(self) -> None:
+        self.release()
+
+
+def normalize_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The same pandas shapes from both engines: dt as ``datetime.date``, arrays as float numpy arrays, whole
+    numbers of integer columns as int64, nulls of text columns as None."""
+    for col in df.columns:
+        s = df[col]
+        if col == "dt" or col.endswith("_dt"):
+            df[col] = [_as_date(v) for v in s]
+            continue
+        if s.dtype == object and len(s):
+            first = next((v for v in s if v is not None and not (isinstance(v, float) and np.isnan(v))), None)
+            if isinstance(first, (list, tuple, np.ndarray)):
+                df[col] = [None if v is None else np.asarray([np.nan if x is None else x for x in v], dtype=float)
+                           for v in s]
+    return df
+
+
+def _as_date(v):
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    if isinstance(v, _dt.datetime):
+        return v.date()
+    if isinstance(v, _dt.date):
+        return v
+    if isinstance(v, (pd.Timestamp, np.datetime64)):
+        return pd.Timestamp(v).date()
+    return _dt.date.fromisoformat(str(v)[:10])

@@ -1,0 +1,85 @@
+"""One source, two dialects: the statistics are Spark SQL; DuckDB's statements are generated from them by sqlglot.
+
+``to_duckdb(sql)`` parses a Spark SQL statement and writes it in DuckDB's dialect, with the few rules sqlglot does
+not apply itself (below). A statement that does not translate raises :class:`TranslationError` naming it; there is
+no fallback and no statement is ever written twice by hand (tests/test_engines.py translates and runs every one).
+
+Rules the statements follow so that both engines give the same numbers (Spark 4 runs with ANSI mode on):
+- ``try_divide``, ``try_element_at`` and ``try_cast`` where a value may be missing (never an error on one row);
+- no ``exists``/``stack``/``pmod``/``xxhash64`` (not in DuckDB) and no ``array.field`` projections: ``transform``;
+- integer sums are cast to BIGINT (DuckDB sums integers as HUGEINT);
+- hashes that must agree across engines are built from ``md5`` (the same hex text in both).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+SQLGLOT_TESTED = "30.30.0"
+DUCKDB_TESTED = "2.0.1"
+
+_FORBIDDEN = {"xxhash64": "md5", "stack": "explode(array(named_struct(...)))", "pmod": "%"}
+
+
+class TranslationError(RuntimeError):
+    """A Spark SQL statement sqlglot cannot write as DuckDB SQL (names the statement)."""
+
+
+def _forbidden(tree) -> list[str]:
+    from sqlglot import exp
+
+    found = []
+    for node in tree.find_all(exp.Anonymous, exp.Func):
+        name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+        if name in _FORBIDDEN:
+            found.append(f"{name} (use {_FORBIDDEN[name]})")
+    for node in tree.find_all(exp.Exists):
+        if node.args.get("expression") is not None or not isinstance(node.this, exp.Subquery):
+            found.append("exists(array, lambda) (use size(filter(...)) > 0)")
+    return found
+
+
+def _rules(node):
+    """Spellings sqlglot leaves to us: ``conv(x, 16, 10)`` (hex text to decimal text) is
+    ``CAST(CAST('0x' || x AS BIGINT) AS VARCHAR)`` in DuckDB; the index of ``transform(arr, (x, i) -> ...)``
+    counts from 0 in Spark and from 1 in DuckDB."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Transform) and isinstance(node.expression, exp.Lambda) \
+            and len(node.expression.expressions) == 2:
+        index = node.expression.expressions[1].name
+        body = node.expression.this.transform(
+            lambda n: exp.Paren(this=exp.Sub(this=n.copy(), expression=exp.Literal.number(1)))
+            if isinstance(n, (exp.Identifier, exp.Column)) and n.name == index and not n.find_ancestor(exp.Dot)
+            and (not isinstance(n, exp.Identifier) or not isinstance(n.parent, exp.Column)) else n)
+        node.expression.set("this", body)
+        return node
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "conv":
+        args = node.expressions
+        if len(args) == 3 and args[1].name == "16" and args[2].name == "10":
+            hexed = exp.Cast(this=exp.DPipe(this=exp.Literal.string("0x"), expression=args[0]),
+                             to=exp.DataType.build("BIGINT"))
+            return exp.Cast(this=hexed, to=exp.DataType.build("VARCHAR"))
+    return node
+
+
+@lru_cache(maxsize=4096)
+def to_duckdb(sql: str, name: str = "statement") -> str:
+    """The DuckDB text of a Spark SQL statement; TranslationError (with ``name``) when it cannot be translated."""
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except SqlglotError as exc:
+        raise TranslationError(f"statement {name!r} does not parse as Spark SQL: {exc}") from None
+    bad = _forbidden(tree)
+    if bad:
+        raise TranslationError(f"statement {name!r} uses {', '.join(sorted(set(bad)))}: no DuckDB equivalent")
+    tree = tree.transform(_rules)
+    try:
+        return tree.sql(dialect="duckdb")
+    except SqlglotError as exc:
+        raise TranslationError(f"statement {name!r} does not translate to DuckDB: {exc}") from None
+
+
+__all__ = ["to_duckdb", "TranslationError", "SQLGLOT_TESTED", "DUCKDB_TESTED"]

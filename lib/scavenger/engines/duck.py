@@ -1,0 +1,200 @@
+"""DuckDB, embedded: the engine for local Parquet on one machine. No JVM, no Java needed.
+
+Every statement is the Spark SQL of ``statistics/sql``, written for DuckDB by sqlglot (:mod:`.dialect`). Materialized
+relations are temporary tables; partitioned outputs are written to a hidden staging directory and each ``dt=``
+directory is then swapped in with a rename, so a killed job leaves the previous partition or the new one. DuckDB
+gets a memory limit (``SCAVENGER_DUCKDB_MEMORY``, default 60% of the machine's memory) and a spill directory
+(``SCAVENGER_DUCKDB_TEMP``, default under the system temp directory); both are reported in result.json.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+
+import pandas as pd
+
+from ..io import fs
+from .base import Engine, normalize_frame
+from .dialect import to_duckdb
+
+
+def _machine_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+def default_memory_limit() -> str:
+    env = os.environ.get("SCAVENGER_DUCKDB_MEMORY")
+    if env:
+        return env
+    return f"{max(1, int(_machine_memory_bytes() * 0.6) >> 20)}MB"
+
+
+def _quote(text: str) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+class DuckDBEngine(Engine):
+    name = "duckdb"
+
+    def __init__(self, why: str = "", threads: int | None = None, memory_limit: str | None = None,
+                 temp_dir: str | None = None):
+        import duckdb
+
+        super().__init__(why)
+        self.temp_dir = temp_dir or os.environ.get("SCAVENGER_DUCKDB_TEMP") or \
+            os.path.join(tempfile.gettempdir(), f"scavenger-duckdb-{os.getpid()}")
+        self.memory_limit = memory_limit or default_memory_limit()
+        self.con = duckdb.connect(":memory:")
+        settings = {"memory_limit": self.memory_limit, "temp_directory": self.temp_dir,
+                    "preserve_insertion_order": "false", "TimeZone": "UTC"}
+        if threads or os.environ.get("SCAVENGER_DUCKDB_THREADS"):
+            settings["threads"] = str(threads or os.environ["SCAVENGER_DUCKDB_THREADS"])
+        for key, value in settings.items():
+            self.con.execute(f"SET {key} = {_quote(value)}")
+        threads_now = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+        self.info.settings = {"memory_limit": self.memory_limit, "spill_directory": self.temp_dir,
+                              "threads": int(threads_now), "duckdb": duckdb.__version__}
+        self._tables: list[str] = []
+        self._kept: list[str] = []
+
+    # -- relations -------------------------------------------------------------------------------------------
+    def _sql(self, sql: str, label: str) -> str:
+        return to_duckdb(sql, label)
+
+    def view(self, name: str, sql: str) -> None:
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {self._sql(sql, name)}")
+
+    def materialize(self, name: str, sql: str, keep: bool = False) -> None:
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {self._sql(sql, name)}")
+        (self._kept if keep else self._tables).append(name)
+
+    def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
+        return normalize_frame(self.con.execute(self._sql(sql, label)).df())
+
+    def register_frame(self, name: str, frame: pd.DataFrame) -> None:
+        self.con.register(f"{name}__df", frame)
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}__df")
+        self.con.unregister(f"{name}__df")
+        self._kept.append(name)
+
+    def columns(self, name: str) -> list[str]:
+        return [r[0] for r in self.con.execute(f"DESCRIBE {name}").fetchall()]
+
+    def read(self, name: str, source, contract, days) -> None:
+        """Relation ``name``: the source's rows of ``days`` conformed to the contract (one group per schema)."""
+        from ..contract import conform_sql
+
+        if source.kind == "arrow":
+            tmp = f"{name}__arrow"
+            self.con.register(tmp, source.obj)
+            sql = conform_sql(contract, tmp, source.obj.schema, None)
+            where = _days_filter(days)
+            self._with_rid(name, f"SELECT * FROM ({sql}) c" + (f" WHERE {where}" if where else ""))
+            return
+        if source.kind != "files" or not fs.is_local(source.uri):
+            raise RuntimeError(f"DuckDB reads local Parquet only; {source.name} needs the Spark engine")
+        parts = []
+        for key, groups in source.days.items():
+            if key is not None and days is not None and key not in days:
+                continue
+            for i, g in enumerate(groups):
+                raw = f"{name}__{len(parts)}"
+                files = ", ".join(_quote(f) for f in g.files)
+                self.con.execute(f"CREATE OR REPLACE TEMP VIEW {raw} AS SELECT * FROM read_parquet([{files}], "
+                                 f"hive_partitioning = false)")
+                parts.append(conform_sql(contract, raw, g.schema, g.dt))
+        if not parts:
+            from ..contract import sql_type
+            cols = ", ".join(f"CAST(NULL AS {sql_type(f.dataType)}) AS {f.name}"
+                             for f in contract.struct_type().fields)
+            self._with_rid(name, f"SELECT {cols} WHERE 1 = 0")
+            return
+        union = " UNION ALL ".join(f"SELECT * FROM ({p}) c{i}" for i, p in enumerate(parts))
+        where = _days_filter(days) if None in source.days else ""
+        self._with_rid(name, f"SELECT * FROM ({union}) u" + (f" WHERE {where}" if where else ""))
+
+    def _with_rid(self, name: str, sql: str) -> None:
+        """The conformed rows plus ``_rid``, a row id in read order (ties of duplicate keys, joins back)."""
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, row_number() OVER () AS _rid "
+                         f"FROM ({self._sql(sql, name)}) r")
+
+    def read_parquet(self, name: str, uris: list, root: str | None = None) -> None:
+        """Stored Parquet files as relation ``name``; with ``root`` the dt=... directories give a ``dt`` column."""
+        if not uris:
+            raise ValueError(f"no stored files for {name}")
+        files = ", ".join(_quote(fs.local_path(u)) for u in uris)
+        hive = ", hive_partitioning = true, hive_types = {'dt': DATE}" if root else ""
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet([{files}], "
+                         f"union_by_name = true{hive})")
+
+    def write(self, sql: str, uri: str, dts, partition: str = "dt") -> int:
+        """COPY to a staging directory with PARTITION_BY, then swap each dt directory in (see module doc)."""
+        target = fs.local_path(uri)
+        staging = os.path.join(target, "_staging", uuid.uuid4().hex)
+        os.makedirs(staging, exist_ok=True)
+        try:
+            query = self._sql(sql, f"write {os.path.basename(target)}")
+            n = self.con.execute(f"SELECT count(*) FROM ({query}) q").fetchone()[0]
+            if n:
+                self.con.execute(f"COPY ({query}) TO {_quote(staging)} (FORMAT PARQUET, COMPRESSION ZSTD, "
+                                 f"PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE TRUE)")
+            commit_partitions(staging, target, dts, partition)
+        finally:
+            shutil.rmtree(os.path.join(target, "_staging"), ignore_errors=True)
+        return int(n)
+
+    def release(self) -> None:
+        for t in self._tables:
+            self.con.execute(f"DROP TABLE IF EXISTS {t}")
+        self._tables.clear()
+
+    def close(self) -> None:
+        self.release()
+        self._tables, self._kept = self._kept, []
+        self.release()
+        self.con.close()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _days_filter(days) -> str:
+    if days is None:
+        return ""
+    if not days:
+        return "1 = 0"
+    return "dt IN (" + ", ".join(f"DATE '{d.isoformat()}'" for d in sorted(days)) + ")"
+
+
+def commit_partitions(staging: str, target: str, dts, partition: str = "dt") -> list[str]:
+    """Swap every ``<partition>=<v>`` directory of ``staging`` into ``target`` (the old one moved aside first and
+    deleted after), and delete the target's partitions of ``dts`` that the new data does not have (a re-run of a
+    day that now writes nothing). Local or any pyarrow file system: a directory rename is one step."""
+    prefix = f"{partition}="
+    written = []
+    trash = fs.join(target, "_trash", uuid.uuid4().hex)
+    for name, is_dir in fs.listdir(staging):
+        if not is_dir or not name.startswith(prefix):
+            continue
+        new, old = fs.join(staging, name), fs.join(target, name)
+        if fs.exists(old):
+            fs.makedirs(trash)
+            _move(old, fs.join(trash, name))
+        _move(new, old)
+        written.append(name[len(prefix):])
+    for d in dts or []:
+        value = d.isoformat() if hasattr(d, "isoformat") else str(d)
+        if value not in written and fs.exists(fs.join(target, prefix + value)):
+            fs.makedirs(trash)
+            _move(fs.join(target, prefix + value), fs.join(trash, prefix + value))
+    fs.delete(fs.join(target, "_trash"))
+    fs.makedirs(target)
+    return sorted(written)
+
+
+def _move(src: str, dst: str) -> None:
+    loc = fs.resolve(src)
+    loc.fs.move(loc.path, fs.resolve(dst).path)

@@ -1,0 +1,237 @@
+"""Spark: the engine for warehouses, clusters, catalog tables, any URI Spark reads, and Spark Connect.
+
+The statements of ``statistics/sql`` run as they are (``spark.sql``) over temporary views. Materialized relations
+are persisted at ``spark.scavenger.rowStorageLevel`` (default DISK_ONLY: a cache on disk takes no executor heap,
+so memory does not grow with the window). Nothing here uses ``sparkContext``, ``_jvm`` or RDDs, so it runs the
+same under Spark Connect. Partitioned outputs are written by Spark to a hidden staging directory and each ``dt=``
+directory is swapped in with a rename (pyarrow.fs); where this process cannot open the URI's file system (e.g.
+hdfs:// without libhdfs), Spark's own dynamic partition overwrite replaces the days instead.
+"""
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+
+from ..io import fs
+from .base import Engine, normalize_frame
+
+ROW_STORAGE_CONF = "spark.scavenger.rowStorageLevel"
+
+
+def _storage_level(spark):
+    from pyspark import StorageLevel
+
+    from ..errors import UsageError
+
+    name = (spark.conf.get(ROW_STORAGE_CONF, "DISK_ONLY") or "DISK_ONLY").strip().upper()
+    level = getattr(StorageLevel, name, None)
+    if not isinstance(level, StorageLevel):
+        raise UsageError(f"{ROW_STORAGE_CONF}={name!r} is not a pyspark StorageLevel (e.g. DISK_ONLY, "
+                         "MEMORY_AND_DISK)")
+    return level
+
+
+def _nanos_columns(files: list) -> set:
+    """Top-level columns stored as Parquet INT64 TIMESTAMP(NANOS) (pandas' and pyarrow's default), which Spark
+    reads only as longs (spark.sql.legacy.parquet.nanosAsLong)."""
+    import pyarrow.parquet as pq
+
+    loc = fs.resolve(files[0])
+    meta = pq.read_metadata(loc.path, filesystem=loc.fs)
+    out = set()
+    for i in range(meta.num_columns):
+        col = meta.schema.column(i)
+        if "." in col.path:
+            continue
+        logical = str(col.logical_type)
+        if col.physical_type == "INT64" and "Timestamp" in logical and "NANOS" in logical.upper():
+            out.add(col.path)
+    return out
+
+
+class SparkEngine(Engine):
+    name = "spark"
+
+    def __init__(self, spark, why: str = ""):
+        super().__init__(why)
+        self.spark = spark
+        self._persisted: list = []
+        self._kept: list = []
+        self._views: list[str] = []
+        self.level = _storage_level(spark)
+        remote = type(spark).__module__.startswith("pyspark.sql.connect")
+        self.info.settings = {"master": _conf(spark, "spark.master"), "connect": remote,
+                              "driver_memory": _conf(spark, "spark.driver.memory"),
+                              "row_storage_level": str(self.level), "spark": spark.version}
+
+    def _df(self, sql: str):
+        return self.spark.sql(sql)
+
+    def view(self, name: str, sql: str) -> None:
+        self._df(sql).createOrReplaceTempView(name)
+        self._views.append(name)
+
+    def materialize(self, name: str, sql: str, keep: bool = False) -> None:
+        df = self._df(sql).persist(self.level)
+        (self._kept if keep else self._persisted).append(df)
+        df.createOrReplaceTempView(name)
+        if not keep:
+            self._views.append(name)
+
+    def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
+        return normalize_frame(self._df(sql).toPandas())
+
+    def register_frame(self, name: str, frame: pd.DataFrame) -> None:
+        clean = frame.astype(object).where(frame.notna(), None)
+        self.spark.createDataFrame(clean).createOrReplaceTempView(name)
+
+    def columns(self, name: str) -> list[str]:
+        return list(self.spark.table(name).columns)
+
+    def read(self, name: str, source, contract, days) -> None:
+        from ..contract import conform_sql
+
+        parts = []
+        if source.kind == "files":
+            self.spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+            for key, groups in source.days.items():
+                if key is not None and days is not None and key not in days:
+                    continue
+                for g in groups:
+                    raw = f"{name}__{len(parts)}"
+                    self.spark.read.parquet(*[_spark_path(f) for f in g.files]).createOrReplaceTempView(raw)
+                    self._views.append(raw)
+                    parts.append(conform_sql(contract, raw, g.schema, g.dt, _nanos_columns(g.files)))
+            where = _days_filter(days) if None in source.days else ""
+        else:
+            df = self.spark.table(source.obj) if source.kind == "table" else source.obj
+            if source.kind == "path":
+                df = self.spark.read.option("basePath", source.uri).parquet(source.uri)
+            if days is not None and contract.partition_column in df.columns:
+                df = df.where(_days_filter(days))
+            raw = f"{name}__0"
+            df.createOrReplaceTempView(raw)
+            self._views.append(raw)
+            parts.append(conform_sql(contract, raw, _arrow_schema(df.schema), None))
+            where = ""
+        if not parts:
+            from ..contract import sql_type
+            cols = ", ".join(f"CAST(NULL AS {sql_type(f.dataType)}) AS {f.name}"
+                             for f in contract.struct_type().fields)
+            self._with_rid(name, f"SELECT {cols} WHERE 1 = 0")
+            return
+        union = " UNION ALL ".join(f"SELECT * FROM ({p}) c{i}" for i, p in enumerate(parts))
+        self._with_rid(name, f"SELECT * FROM ({union}) u" + (f" WHERE {where}" if where else ""))
+
+    def _with_rid(self, name: str, sql: str) -> None:
+        """The conformed rows plus ``_rid``, a row id (ties of duplicate keys, joins back within the batch)."""
+        from pyspark.sql import functions as F
+
+        df = self._df(sql)
+        df.select(*[F.col(c) for c in df.columns], F.monotonically_increasing_id().alias("_rid")) \
+            .createOrReplaceTempView(name)
+        self._views.append(name)
+
+    def read_parquet(self, name: str, uris: list, root: str | None = None) -> None:
+        """Stored Parquet files as relation ``name``; with ``root`` the dt=... directories give a ``dt`` column."""
+        if not uris:
+            raise ValueError(f"no stored files for {name}")
+        reader = self.spark.read.option("mergeSchema", "true")
+        if root:
+            reader = reader.option("basePath", _spark_path(root))
+        reader.parquet(*[_spark_path(u) for u in uris]).createOrReplaceTempView(name)
+        self._views.append(name)
+
+    def write(self, sql: str, uri: str, dts, partition: str = "dt") -> int:
+        written = write_frame(self._df(sql), uri, partition, dts=dts)
+        return len(written)
+
+    def close(self) -> None:
+        self.release()
+        self._persisted, self._kept = self._kept, []
+        self.release()
+
+    def release(self) -> None:
+        for df in self._persisted:
+            try:
+                df.unpersist()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        self._persisted.clear()
+        for v in self._views:
+            try:
+                self.spark.catalog.dropTempView(v)
+            except Exception:  # noqa: BLE001
+                pass
+        self._views.clear()
+
+
+def _conf(spark, key: str):
+    try:
+        return spark.conf.get(key, None)
+    except Exception:  # noqa: BLE001 - Spark Connect may refuse static confs
+        return None
+
+
+def _spark_path(uri: str) -> str:
+    return fs.normalize(uri)
+
+
+def _arrow_schema(struct):
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(struct)
+
+
+def _days_filter(days) -> str:
+    if days is None:
+        return ""
+    if not days:
+        return "1 = 0"
+    return "dt IN (" + ", ".join(f"DATE '{d.isoformat()}'" for d in sorted(days)) + ")"
+
+
+def write_frame(df, uri: str, partition: str = "dt", dts=None, append: bool = False) -> list[str]:
+    """Parquet partitioned by ``partition``: Spark writes a staging directory, each partition is then swapped in
+    (pyarrow.fs renames); ``dts`` not in the data are removed (a re-run of a day that now writes nothing). Where
+    pyarrow cannot open the URI's file system, Spark's dynamic partition overwrite replaces the days instead."""
+    import uuid as _uuid
+
+    from .duck import commit_partitions
+
+    try:
+        fs.resolve(uri)
+    except Exception:  # noqa: BLE001 - a scheme only Spark can open
+        df.write.mode("append" if append else "overwrite").option("partitionOverwriteMode", "dynamic") \
+            .partitionBy(partition).parquet(uri)
+        return []
+    staging = fs.join(uri, "_staging", _uuid.uuid4().hex)
+    try:
+        df.write.mode("overwrite").partitionBy(partition).parquet(_spark_path(staging))
+        if append:
+            return _append_partitions(staging, fs.normalize(uri), partition)
+        return commit_partitions(staging, fs.normalize(uri), dts, partition)
+    finally:
+        fs.delete(fs.join(uri, "_staging"))
+
+
+def _append_partitions(staging: str, target: str, partition: str) -> list[str]:
+    out = []
+    for name, is_dir in fs.listdir(staging):
+        if not (is_dir and name.startswith(partition + "=")):
+            continue
+        fs.makedirs(fs.join(target, name))
+        for part, _ in fs.listdir(fs.join(staging, name)):
+            if fs.hidden(part):
+                continue
+            src, dst = fs.resolve(fs.join(staging, name, part)), fs.join(target, name, f"{_uuid4()}-{part}")
+            src.fs.move(src.path, fs.resolve(dst).path)
+        out.append(name.split("=", 1)[1])
+    return sorted(out)
+
+
+def _uuid4() -> str:
+    import uuid as _uuid
+
+    return _uuid.uuid4().hex[:8]

@@ -1,0 +1,65 @@
+"""The jobs' result tables: small pandas frames written as Parquet to any URI pyarrow.fs opens, each committed
+whole (a hidden temporary directory, then swapped in), so a reader or a killed job sees the previous table or the
+new one, never half of one. Per-day tables (``*_by_day``) are partitioned by dt and replace only their days."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pandas as pd
+
+from . import fs
+
+
+def _prepare(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object:
+            vals = [v for v in out[c] if v is not None]
+            if vals and all(isinstance(v, bool) for v in vals):
+                out[c] = out[c].astype("boolean")
+            elif vals and not all(isinstance(v, (str, bytes)) for v in vals) and \
+                    not all(hasattr(v, "__len__") for v in vals):
+                out[c] = [None if v is None else str(v) for v in out[c]]
+    return out
+
+
+def write_table(df: pd.DataFrame, uri: str) -> str:
+    """``df`` as ``uri``/part-0.parquet, the directory replaced at once."""
+    target = fs.normalize(uri)
+    parent, name = os.path.split(target.rstrip("/")) if fs.is_local(target) else target.rstrip("/").rsplit("/", 1)
+    token = uuid.uuid4().hex[:12]
+    tmp = fs.join(parent, f".{name}.tmp-{token}")
+    fs.write_parquet(fs.join(tmp, "part-0.parquet"), _prepare(df))
+    _swap(tmp, target, fs.join(parent, f".{name}.old-{token}"))
+    return target
+
+
+def _swap(new: str, target: str, old: str) -> None:
+    if fs.is_local(target):
+        from ..result import _rename_exchange
+        import shutil
+
+        if os.path.isdir(target) and _rename_exchange(new, target):
+            shutil.rmtree(new, ignore_errors=True)
+            return
+        if os.path.exists(target):
+            os.replace(target, old)
+        os.replace(new, target)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    loc = fs.resolve(target)
+    if fs.exists(target):
+        loc.fs.move(loc.path, fs.resolve(old).path)
+    loc.fs.move(fs.resolve(new).path, loc.path)
+    fs.delete(old)
+
+
+def write_by_day(df: pd.DataFrame, uri: str, column: str = "dt") -> list:
+    """One ``dt=YYYY-MM-DD/part-0.parquet`` per day of ``df``; those days replaced, others kept."""
+    written = []
+    for day, part in df.groupby(column, sort=True):
+        value = day.isoformat() if hasattr(day, "isoformat") else str(day)
+        write_table(part.drop(columns=[column]).reset_index(drop=True), fs.join(uri, f"{column}={value}"))
+        written.append(value)
+    return written

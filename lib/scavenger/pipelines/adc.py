@@ -1,0 +1,67 @@
+"""``scavenger adc``: attention-decay coefficients by position over a window (seed 001 section 4.3), with the
+positions the data cannot identify said so instead of numbered; ``by_day`` adds one table per day."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .. import estimate as E
+from .. import registry
+from ..checks import assumptions as A
+from ..errors import DataCheckFailed
+from .common import GateConfig, Inputs, Window, run_window
+
+
+@dataclass
+class AdcOptions:
+    methods: tuple = ("naive", "uniform", "heuristic", "variance_optimal")
+    level: float = 0.95
+    dcg_base: float = 2.0
+    smoothing: float = 1.0
+    bootstrap: int = 0
+    seed: int = 0
+    by_day: bool = False
+
+
+@dataclass
+class AdcResult:
+    table: pd.DataFrame
+    window: Window
+    by_day: pd.DataFrame | None = None
+    refused: list | None = None
+
+    @property
+    def stats(self):
+        return self.window.stats
+
+
+def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=None, quarantine_dir=None,
+        run_id: str = "adhoc", batch_days: int = 0) -> AdcResult:
+    """Gate (checks a, b) -> ADC table; exit 3 (DataCheckFailed) when an assumption fails under enforce."""
+    from ..statistics.scan import ScanPlan, StatsConfig
+
+    checks = registry.checks_for(["adc"])
+    config = StatsConfig(bootstrap=options.bootstrap, seed=options.seed, rules=gate.rules)
+    plan = ScanPlan(slate_actions=False, context_cells="a" in checks, pair_strata=False)
+    window = run_window(engine, inputs, checks, plan, gate, config, store, quarantine_dir, run_id, batch_days)
+    failed = [c for c in checks if window.check_verdicts.get(c) == A.FAIL]
+    if failed and gate.enforce:
+        msgs = [r["message"] for r in window.verdicts if r["verdict"] == A.FAIL]
+        raise DataCheckFailed(f"refusing to write ADCs: check(s) {','.join(failed)} failed -- "
+                              + " | ".join(msgs[:5]), verdicts=window.verdicts)
+    stats = window.stats
+    if not len(stats.table("ad_position")):
+        raise DataCheckFailed("no clean impressions in the window: cannot estimate ADCs", verdicts=window.verdicts)
+    table = _checked(E.adc_rows(stats, options.methods, options.level, options.dcg_base, options.smoothing), window)
+    by_day = None
+    if options.by_day:
+        frames = [_checked(E.adc_rows(stats.day(d), options.methods, options.level, options.dcg_base,
+                                      options.smoothing), window).assign(dt=d) for d in stats.dates]
+        by_day = pd.concat(frames, ignore_index=True) if frames else None
+    return AdcResult(table=table, window=window, by_day=by_day)
+
+
+def _checked(table: pd.DataFrame, window: Window) -> pd.DataFrame:
+    table["checks"] = " ".join(f"{c}:{window.check_verdicts.get(c, 'not_run')}" for c in registry.ADC.checks)
+    return table

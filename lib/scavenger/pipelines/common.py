@@ -1,0 +1,121 @@
+"""What validate, adc and evaluate share: inputs described before any engine starts, the engine, and the gated
+window (one pass per new day, merged statistics, verdicts of the checks the estimators in use rely on)."""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..checks import assumptions as A
+from ..checks import judge as J
+from ..checks.rules import RuleConfig
+from ..contract import DECISIONS, LOGS, load_contract, parse_date
+from ..errors import DataCheckFailed, UsageError
+from ..io import sources
+from ..statistics.scan import ScanPlan, StatsConfig
+from ..statistics.store import Store
+from ..statistics.window import WindowStats, window_statistics
+
+GATE_MODES = ("enforce", "report", "off")
+
+
+@dataclass
+class GateConfig:
+    """The data gate: quarantine threshold, assumption checks and what a failure does (enforce: exit 3;
+    report: mark the estimates; off: no checks)."""
+
+    rules: RuleConfig = field(default_factory=RuleConfig)
+    assumptions: A.AssumptionConfig = field(default_factory=A.AssumptionConfig)
+    max_quarantine_share: float = 0.001
+    mode: str = "enforce"
+    great_expectations: bool = True
+    ge_row_sample: int = 0
+    seed: int = 0
+
+    @property
+    def enforce(self) -> bool:
+        return self.mode == "enforce"
+
+
+@dataclass
+class Inputs:
+    """The inputs of a job, resolved without reading rows (see io/sources.py)."""
+
+    logs: sources.Source
+    decisions: sources.Source | None
+    date_from: _dt.date | None = None
+    date_to: _dt.date | None = None
+    policies: list | None = None
+
+    def all(self) -> list:
+        return [s for s in (self.logs, self.decisions) if s is not None]
+
+
+def describe_inputs(logs, decisions=None, date_from=None, date_to=None, policies=None) -> Inputs:
+    """Check dates and local paths and describe the inputs (exit 2 on bad usage) before any engine starts."""
+    d0, d1 = parse_date(date_from, "--from"), parse_date(date_to, "--to")
+    if d0 and d1 and d0 > d1:
+        raise UsageError(f"--from {d0} is after --to {d1}")
+    lsrc = sources.describe(logs, load_contract(LOGS), d0, d1, "--logs")
+    dsrc = sources.describe(decisions, load_contract(DECISIONS), d0, d1, "--decisions") \
+        if decisions is not None else None
+    return Inputs(lsrc, dsrc, d0, d1, list(policies) if policies else None)
+
+
+def window_dates(engine, inputs: Inputs) -> list:
+    """The days of the window: from the dt= directories when the logs have them, else one query of dt values."""
+    known = inputs.logs.dates()
+    if known is None:
+        engine.read("scv_dates", inputs.logs, load_contract(LOGS), None)
+        df = engine.fetch("SELECT DISTINCT dt FROM scv_dates WHERE dt IS NOT NULL", "dates")
+        known = sorted(df["dt"].tolist())
+    return [d for d in known if (inputs.date_from is None or d >= inputs.date_from)
+            and (inputs.date_to is None or d <= inputs.date_to)]
+
+
+@dataclass
+class Window:
+    """A gated window: its statistics, counts and verdicts."""
+
+    stats: WindowStats
+    counts: dict
+    verdicts: list
+    check_verdicts: dict
+    checks: tuple
+
+    def verdict_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.verdicts, columns=A.VERDICT_COLUMNS)
+
+
+def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: GateConfig,
+               config: StatsConfig = StatsConfig(), store: str | None = None, quarantine_dir: str | None = None,
+               run_id: str = "adhoc", batch_days: int = 0, decisions_key=None, derived=None) -> Window:
+    """One pass per missing day, merged statistics, and the verdicts of ``checks`` (none with the gate off)."""
+    from ..progress import phase
+
+    dates = window_dates(engine, inputs)
+    if not dates:
+        raise DataCheckFailed(f"no log partitions in the window {inputs.date_from or '-'}..{inputs.date_to or '-'} "
+                              f"of {inputs.logs.name}")
+    key = {"policies": sorted(inputs.policies) if inputs.policies else None, "extra": decisions_key}
+    stats = window_statistics(engine, inputs.logs, inputs.decisions, dates, plan, config,
+                              Store(store) if store else None, quarantine_dir, run_id, key, batch_days, derived)
+    counts = J.row_counts(stats)
+    verdicts = J.quarantine_rows(counts, gate.max_quarantine_share)
+    checks = tuple(checks) if gate.mode != "off" else ()
+    with phase(None, "gate", f"checks {','.join(checks) or '-'} over {len(dates)} day(s)", log=bool(checks)):
+        verdicts += J.assumption_rows(stats, checks, gate.assumptions,
+                                      inputs.decisions is not None or bool(derived))
+    window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks)
+    if gate.enforce and window.check_verdicts.get("quarantine") == A.FAIL:
+        msgs = [r["message"] for r in verdicts if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL]
+        raise DataCheckFailed("; ".join(msgs), verdicts=verdicts)
+    return window
+
+
+def failed_checks_message(window: Window, failed: list) -> str:
+    names = ", ".join(f"{c} ({A.CHECK_NAMES.get(c, c)})" for c in failed)
+    detail = " | ".join(f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts
+                        if r["verdict"] == A.FAIL and r["check"].split(".")[0] in failed)
+    return f"data checks failed: {names}. {detail}"

@@ -1,0 +1,245 @@
+"""``scavenger evaluate``: every target policy of the decisions over a window, every applicable estimator.
+
+plan (registry) -> gated window (one pass per new day) -> estimators left by the gate -> estimates, or "not
+identified: why" -> by-day estimates from the same per-day statistics (``by_day``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import estimate as E
+from .. import registry
+from ..checks import assumptions as A
+from ..errors import DataCheckFailed, UsageError
+from .common import GateConfig, Inputs, Window, run_window
+
+
+@dataclass
+class EvaluateOptions:
+    estimators: list | None = None         # None: the default set (registry)
+    adc: str = "estimate"                  # "estimate" (from the window) or a stored ADC table
+    adc_method: str = "variance_optimal"
+    delta: float = 0.05                    # Theorem 3/4 bounds hold with probability 1 - delta
+    level: float = 0.95
+    uniform_logging: bool = False
+    prior_mean: float | None = None
+    n_ads: int | None = None
+    reorder: list = field(default_factory=list)
+    policies: list | None = None
+    dcg_base: float = 2.0
+    by_day: bool = False
+
+    def wanted(self) -> list[str]:
+        return registry.resolve(self.estimators)
+
+
+@dataclass
+class Evaluation:
+    estimates: pd.DataFrame
+    diagnostics: pd.DataFrame
+    adc: pd.DataFrame | None
+    window: Window
+    estimates_by_day: pd.DataFrame | None = None
+    notes: list = field(default_factory=list)
+    refused: list = field(default_factory=list)    # named estimators the data or the gate could not support
+
+    @property
+    def stats(self):
+        return self.window.stats
+
+    @property
+    def verdicts(self) -> list:
+        return self.window.verdicts
+
+
+def _gate_estimators(wanted: list, named: bool, window: Window, gate: GateConfig) -> tuple[list, list, list]:
+    """(estimators to run, notes, refused): a failed check refuses a named estimator (enforce) or leaves a default
+    one out with a note; ``report`` keeps it, marked by its checks column."""
+    keep, notes, refused = [], [], []
+    for e in wanted:
+        failed = [c for c in registry.get(e).checks if window.check_verdicts.get(c) == A.FAIL]
+        if not failed or gate.mode != "enforce":
+            keep.append(e)
+            if failed:
+                notes.append(f"{e}: check(s) {','.join(failed)} failed; estimate marked (--gate report)")
+            continue
+        text = f"{e}: check(s) {','.join(failed)} failed ({', '.join(A.CHECK_NAMES[c] for c in failed)})"
+        (refused if named else notes).append(text + ("" if named else "; left out of the default set"))
+    return keep, notes, refused
+
+
+def estimate_window(stats, policies: list, run: list, ctx: E.Context, derived=()) -> list[dict]:
+    """Rows of every estimator in ``run`` for every policy (the window, or one day of it)."""
+    rows = []
+    x_policies = [p for p in policies if p not in derived]
+    if "scavenging_slate" in run and x_policies:
+        rows += E.scavenging_slate_rows(stats, x_policies, ctx)
+    if "scavenging_base" in run and x_policies:
+        rows += E.scavenging_base_rows(stats, x_policies, ctx)
+    adc_based = [e for e in run if registry.get(e).family == "adc_based"]
+    if adc_based:
+        rows += E.adc_based_rows(stats, policies, adc_based, ctx, derived)
+    slate = [e for e in run if registry.get(e).family == "slate"]
+    if slate:
+        for p in x_policies:
+            rows += E.slate_rows(stats, p, slate, ctx)
+    return rows
+
+
+def _policies(stats, options: EvaluateOptions) -> list:
+    pe = stats.table("policy_events")
+    have = sorted(pe["policy_id"].unique()) if len(pe) else []
+    if options.policies:
+        missing = [p for p in options.policies if p not in have]
+        if missing and not have:
+            raise DataCheckFailed(f"no decisions of the policies {', '.join(missing)} in the window")
+        return [p for p in have if p in options.policies or p.startswith("reorder_")]
+    return have
+
+
+def finish(rows: list, ctx: E.Context, window: Window, level: float) -> pd.DataFrame:
+    """The estimates table: columns of the registry, checks, window, and the recommended estimate per policy."""
+    est = pd.DataFrame(rows, columns=list(registry.ESTIMATE_COLUMNS))
+    est["window"] = ctx.window
+    est["level"] = est["level"].fillna(level)
+    est["checks"] = [" ".join(f"{c}:{window.check_verdicts.get(c, 'not_run')}"
+                              for c in registry.get(e if e in registry.ESTIMATORS else _base_name(e)).checks)
+                     or "not_run" for e in est["estimator"]]
+    est["recommended"] = False
+    for _, g in est.groupby("policy_id"):
+        ok = g[g["identified"] & np.isfinite(g["ci_low"].astype(float)) & np.isfinite(g["ci_high"].astype(float))
+               & (g["interval_kind"] != "bound")]
+        if len(ok):
+            ranks = [registry.get(_base_name(e)).recommend_rank for e in ok["estimator"]]
+            est.loc[ok.index[int(np.argmin(ranks))], "recommended"] = True
+    return est
+
+
+def _base_name(e: str) -> str:
+    if e in registry.ESTIMATORS:
+        return e
+    for suffix in ("_uniform", "_lift"):
+        if e.endswith(suffix):
+            e = e[: -len(suffix)]
+    return {"scavenging_ad": "scavenging_slate", "reorder": "reorder"}.get(e, e)
+
+
+def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig, config=None, store=None,
+             quarantine_dir=None, run_id: str = "adhoc", batch_days: int = 0) -> Evaluation:
+    """See the module docstring."""
+    from ..statistics.scan import StatsConfig
+
+    if inputs.decisions is None and not options.reorder:
+        raise UsageError("evaluate needs --decisions or at least one --reorder policy")
+    wanted = options.wanted()
+    checks = registry.checks_for(wanted)
+    config = config or StatsConfig(rules=gate.rules)
+    derived, spec = derived_policies(engine, inputs, options, gate, config, store, batch_days)
+    window = run_window(engine, inputs, checks, registry.plan_for(wanted, checks), gate, config, store,
+                        quarantine_dir, run_id, batch_days, decisions_key=spec, derived=derived)
+    run, notes, refused = _gate_estimators(wanted, bool(options.estimators), window, gate)
+    if refused:
+        msgs = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts if r["verdict"] == A.FAIL]
+        raise DataCheckFailed("refusing to write estimates whose assumptions failed: " + "; ".join(refused)
+                              + (" -- " + " | ".join(msgs[:5]) if msgs else ""), verdicts=window.verdicts)
+    if not run:
+        raise DataCheckFailed("no estimator left to run: " + "; ".join(notes), verdicts=window.verdicts)
+    stats = window.stats
+    policies = _policies(stats, options)
+    ctx = E.Context(options=options, window=stats.window)
+    if "scavenging_slate" in run:
+        ctx.scavenging = E.scavenging_sums(stats)
+    names = [r["policy_id"] for r in options.reorder]
+    est = finish(estimate_window(stats, policies, run, ctx, names), ctx, window, options.level)
+    diag = _diagnostics(stats, policies, ctx, notes)
+    by_day = _by_day(stats, policies, run, options, window, names) if options.by_day else None
+    refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
+               if not r["identified"] and options.estimators and _base_name(r["estimator"]) in wanted]
+    return Evaluation(estimates=est, diagnostics=diag, adc=ctx.adc_table, window=window, estimates_by_day=by_day,
+                      notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
+                                     for r in est.to_dict("records") if not r["identified"]], refused=refused)
+
+
+def _by_day(stats, policies, run, options, window, derived=()) -> pd.DataFrame:
+    """One estimate per day of the window, from the stored per-day statistics (no extra scan)."""
+    frames = []
+    sums = E.scavenging_sums(stats, by_dt=True) if "scavenging_slate" in run else None
+    for d in stats.dates:
+        day = stats.day(d)
+        ctx = E.Context(options=options, window=d.isoformat())
+        if sums is not None and len(sums):
+            ctx.scavenging = sums[sums["dt"] == d].drop(columns=["dt"])
+        est = finish(estimate_window(day, policies, run, ctx, derived), ctx, window, options.level)
+        frames.append(est.assign(dt=d))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def derived_policies(engine, inputs: Inputs, options: EvaluateOptions, gate, config, store, batch_days):
+    """(SQL of each --reorder policy over the pass's rows, a spec of them for the stored days' fingerprint). A
+    CTR re-ordering is fitted on an earlier window (its ad_position statistics; the store is reused)."""
+    import hashlib
+
+    from ..contract import parse_date
+    from ..statistics import reorder as R
+    from ..statistics.scan import ScanPlan
+
+    sqls, spec = [], []
+    for i, r in enumerate(options.reorder or []):
+        if r["kind"] == "random":
+            sqls.append(R.random_sql(r["policy_id"], r["seed"]))
+            spec.append(r)
+            continue
+        if r["kind"] == "ctr":
+            start = inputs.date_from
+            if start is None or parse_date(r["fit_to"], "ctr fit --to") >= start:
+                raise UsageError("--reorder ctr:FROM:TO: the fit window must end before --from (fitted and "
+                                 "evaluated on disjoint windows)")
+            fit = Inputs(inputs.logs, None, parse_date(r["fit_from"]), parse_date(r["fit_to"]))
+            w = run_window(engine, fit, (), ScanPlan(False, False, False), GateConfig(mode="off",
+                                                                                       rules=gate.rules),
+                           config, store, None, "fit", batch_days)
+            scores = R.ctr_scores(w.stats.table("ad_position"))
+            if not len(scores):
+                raise DataCheckFailed(f"--reorder ctr: no impressions in the fit window {r['fit_from']}.."
+                                      f"{r['fit_to']}")
+        else:
+            from ..io import fs
+
+            path = r["path"]
+            scores = pd.read_csv(fs.local_path(path)) if path.endswith(".csv") else fs.read_parquet(path)
+        by_context = R.check_scores(scores)
+        table = f"scv_scores_{i}"
+        engine.register_frame(table, scores)
+        sqls.append(R.scores_sql(r["policy_id"], table, by_context))
+        spec.append({**r, "scores_sha": hashlib.sha256(scores.to_csv(index=False).encode()).hexdigest()})
+    return sqls, (spec or None)
+
+
+def _diagnostics(stats, policies, ctx: E.Context, notes: list) -> pd.DataFrame:
+    ls = stats.table("log_summary")
+    pe = stats.table("policy_events")
+    n_logged = float(ls["n_events"].sum()) if len(ls) else 0.0
+    rows = list(ctx.diagnostics)
+    logged = float(ls["s_r"].sum()) / n_logged if n_logged else np.nan
+    logged_se = (np.sqrt(max(float(ls["s_r2"].sum()) / n_logged - logged ** 2, 0.0) / n_logged)
+                 if n_logged > 1 else np.nan)
+    for p in policies:
+        rec = pe[pe["policy_id"] == p].iloc[0]
+        n = float(rec["n_events"])
+        for metric, value in (("n_events_logged", n_logged), ("n_events_decided", n),
+                              ("decision_coverage", n / n_logged if n_logged else np.nan),
+                              ("deterministic_share", rec["n_deterministic"] / n if n else np.nan),
+                              ("base_policy_share", rec["n_with_base"] / n if n else np.nan),
+                              ("reorder_share", rec["n_reorder"] / n if n else np.nan),
+                              ("partial_slate_share", rec.get("n_partial", 0) / n if n else np.nan),
+                              ("logged_value", logged), ("logged_value_se", logged_se)):
+            rows.append({"policy_id": p, "metric": metric, "slot": None, "value": float(value)})
+    for n in notes:
+        rows.append({"policy_id": None, "metric": "gate_note: " + n, "slot": None, "value": 1.0})
+    diag = pd.DataFrame(rows, columns=list(registry.DIAGNOSTIC_COLUMNS))
+    diag["slot"] = diag["slot"].astype("Int64")
+    diag["value"] = diag["value"].astype(float)
+    return diag

@@ -1,0 +1,65 @@
+"""``scavenger validate``: the gate alone, for the estimators a deployment runs (or the checks asked for):
+quarantine with reasons, checks a-e over the window's statistics, great-expectations suites and Data Docs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .. import registry
+from ..checks import assumptions as A
+from .common import GateConfig, Inputs, Window, run_window
+
+
+@dataclass
+class Validation:
+    window: Window
+    checks: tuple
+    estimators: list
+    failed: list
+    message: str
+    ge_rows: list
+
+    @property
+    def verdicts(self) -> list:
+        return self.window.verdicts + self.ge_rows
+
+    def verdict_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.verdicts, columns=A.VERDICT_COLUMNS)
+
+
+def checks_to_run(estimators, checks) -> tuple[list, tuple]:
+    """(estimators in use, checks): explicit checks win; else the checks the estimators rely on (default set)."""
+    ests = registry.resolve(estimators) + (["adc"] if estimators and "adc" in estimators else [])
+    ests = [e for e in dict.fromkeys(ests)]
+    if checks:
+        return ests, tuple(sorted(set(checks)))
+    return ests, registry.checks_for(ests)
+
+
+def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store=None, quarantine_dir=None,
+             run_id: str = "adhoc", batch_days: int = 0, docs_dir: str | None = None) -> Validation:
+    from ..statistics.scan import StatsConfig
+
+    ests, checks = checks_to_run(estimators, checks)
+    plan = registry.plan_for([e for e in ests if e != "adc"], checks)
+    window = run_window(engine, inputs, checks, plan, gate, StatsConfig(rules=gate.rules), store, quarantine_dir,
+                        run_id, batch_days)
+    ge_rows = []
+    if gate.great_expectations:
+        from ..checks.ge_window import run_window_suites
+
+        ge_rows = run_window_suites(window, inputs, gate, docs_dir)
+    failed = [c for c in (*checks, "quarantine") if window.check_verdicts.get(c) == A.FAIL]
+    counts = window.counts["logs"]
+    if failed:
+        first = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts
+                 if r["verdict"] == A.FAIL and not r["check"].startswith("ge.")][:3]
+        names = ", ".join(f"{c} ({A.CHECK_NAMES.get(c, c)})" for c in failed)
+        affected = sorted({e for c in failed for e in registry.estimators_relying_on(c, ests)})
+        message = f"data checks failed: {names}" + (f" -- affects {', '.join(affected)}" if affected else "") \
+            + ". " + "; ".join(first)
+    else:
+        message = (f"data checks passed for {', '.join(ests) or 'the checks asked for'}; "
+                   f"{counts['rows_quarantined']} of {counts['rows_in']} log rows set aside")
+    return Validation(window, checks, ests, failed, message, ge_rows)

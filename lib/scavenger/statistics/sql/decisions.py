@@ -1,0 +1,116 @@
+"""Statements over the decisions: the one join of a day's decisions to its clean events, with every decision rule.
+
+Per (policy, event): pi_k(a|x) is the target's probability of ad a at position k. For the logged ad a_k of a held
+slot k, Y_k = pi_k(a_k|x) / mu_k(a_k|x); for a position the row does not hold, Y_k = 1 (the row says nothing about
+that slot: it leaves both W = prod_k Y_k and G = 1 - K + sum_k Y_k as if the slot were not there), so a partial
+slate contributes through the slots it holds (seed 002 with a factorized logger; a one-slot row at position p gives
+r pi_p(a)/mu_p(a), the per-row inverse-propensity weight).
+"""
+from __future__ import annotations
+
+from ...checks.rules import (DECISION_REASONS, RuleConfig, any_flag_sql, codes_sql, decision_rules, flag,
+                             flag_columns, sum_deviation_sql)
+
+
+def qkeys() -> str:
+    """scv_qkeys: (event_id, dt) of quarantined log rows (usually few): a decision for one is EVENT_QUARANTINED."""
+    return "SELECT DISTINCT event_id, dt FROM scv_events WHERE NOT clean AND event_id IS NOT NULL"
+
+
+def _target(k: int, K: int) -> dict:
+    """Expressions of the target at position k: its probability of the logged ad (pi), its ad when deterministic
+    (t). ``simple``: the decision holds one entry per position 1..K (the common shape), read by index."""
+    lookup = (f"aggregate(filter(dslots, x -> x.position = {k} AND x.ad_id = a_{k}), 0D, "
+              f"(acc, x) -> acc + x.probability)")
+    pi = (f"CASE WHEN NOT h_{k} THEN NULL WHEN simple THEN CASE WHEN try_element_at(dss, {k}).ad_id = a_{k} "
+          f"THEN try_element_at(dss, {k}).probability ELSE 0D END ELSE {lookup} END")
+    t = (f"CASE WHEN simple THEN try_element_at(dss, {k}).ad_id ELSE "
+         f"try_element_at(filter(dslots, x -> x.position = {k} AND x.probability > 0), 1).ad_id END")
+    return {"pi": pi, "t": t}
+
+
+def joined(cfg: RuleConfig, K: int) -> str:
+    """scv_joined: every decision row of the day, its rule flags, its event's clean flat columns (left join on
+    (event_id, dt): the one join), DUPLICATE_DECISION by a window over (event_id, dt, policy_id) (the join's own
+    partitioning, so no second shuffle), and the per-(event, policy) values: pi_k, Y_k, det (deterministic),
+    tkey (the target's slate on the held positions), match (tkey = lkey), reorder (the target shows the logged ads
+    in another order)."""
+    ks = range(1, K + 1)
+    ev_cols = ["logging_policy", "fold", "held", "r", "clicked", "miss", "lkey", "lset"]
+    ev_cols += [f"{c}_{k}" for k in ks for c in ("a", "mu", "h")]
+    dup = "dup_rank > 1" if cfg.duplicates == "keep_first" else "dup_n > 1"
+    simple = " AND ".join([f"size(dslots) = {K}"] + [f"try_element_at(dss, {k}).position = {k}" for k in ks]) \
+        if K else "false"
+    targets = {k: _target(k, K) for k in ks}
+    pis = ",\n  ".join(f"{targets[k]['pi']} AS pi_{k}" for k in ks)
+    ts = ",\n  ".join(f"{targets[k]['t']} AS t_{k}" for k in ks)
+    ys = ",\n  ".join(f"CASE WHEN NOT h_{k} THEN 1D ELSE try_divide(pi_{k}, mu_{k}) END AS Y_{k}" for k in ks)
+    tkey = ", ".join(f"CASE WHEN h_{k} THEN concat('{k}:', coalesce(t_{k}, '<none>')) END" for k in ks)
+    det_simple = " AND ".join(f"try_element_at(dss, {k}).probability = 1D" for k in ks) or "true"
+    others = [c for c in DECISION_REASONS if c not in ("DUPLICATE_DECISION", "UNKNOWN_EVENT", "EVENT_QUARANTINED")]
+    sep = ",\n  " if K else ""
+    return f"""
+WITH d AS (
+  SELECT policy_id, event_id, dt, slots, base_policy, _rid,
+    {flag_columns(decision_rules(cfg))},
+    {sum_deviation_sql()} AS sum_dev
+  FROM scv_dec
+), j AS (
+  SELECT d.*, e.event_id IS NOT NULL AS ev_clean, q.event_id IS NOT NULL AS ev_quarantined,
+    {", ".join(f"e.{c}" for c in ev_cols)},
+    CASE WHEN e.clicked THEN e.ss END AS ss
+  FROM d LEFT JOIN scv_flat e ON d.event_id = e.event_id AND d.dt = e.dt
+  LEFT JOIN scv_qkeys q ON d.event_id = q.event_id AND d.dt = q.dt
+), w AS (
+  SELECT j.*, count(1) OVER (PARTITION BY event_id, dt, policy_id) AS dup_n,
+    row_number() OVER (PARTITION BY event_id, dt, policy_id
+                       ORDER BY base_policy ASC NULLS LAST, _rid) AS dup_rank
+  FROM j
+), f AS (
+  SELECT w.*, slots AS dslots, sort_array(slots) AS dss,
+    coalesce(event_id IS NOT NULL AND dt IS NOT NULL AND {dup}, false) AS {flag('DUPLICATE_DECISION')},
+    event_id IS NOT NULL AND NOT ev_clean AND NOT ev_quarantined AS {flag('UNKNOWN_EVENT')},
+    NOT ev_clean AND ev_quarantined AS {flag('EVENT_QUARANTINED')}
+  FROM w
+), g AS (
+  SELECT f.*, NOT ({any_flag_sql(DECISION_REASONS)}) AS clean, {simple} AS simple
+  FROM f
+), p AS (
+  SELECT g.*{sep}{pis}{sep}{ts},
+    CASE WHEN simple THEN {det_simple}
+         ELSE size(filter(dslots, x -> x.probability > 0 AND x.probability < 1)) = 0 END AS det,
+    array_join(array_sort(transform(filter(dslots, x -> x.probability > 0), x -> x.ad_id)), '|') AS tset
+  FROM g
+)
+SELECT p.*{sep}{ys},
+  concat_ws('|', {tkey or "''"}) AS tkey
+FROM p"""
+
+
+def decision_counts() -> str:
+    """Per dt: rows in, quarantined, rows per reason, the daily profile (probability range, largest deviation of
+    a position's probabilities from 1) and the number of target policies."""
+    reasons = ",\n  ".join(f"CAST(sum(CASE WHEN {flag(c)} THEN 1 ELSE 0 END) AS BIGINT) AS {c}"
+                           for c in DECISION_REASONS)
+    return f"""
+SELECT dt, count(1) AS rows,
+  CAST(sum(CASE WHEN clean THEN 0 ELSE 1 END) AS BIGINT) AS quarantined,
+  {reasons},
+  min(array_min(transform(dslots, x -> x.probability))) AS min_probability,
+  max(array_max(transform(dslots, x -> x.probability))) AS max_probability,
+  max(sum_dev) AS max_sum_deviation,
+  count(DISTINCT policy_id) AS policies
+FROM scv_joined GROUP BY dt"""
+
+
+def quarantined(run_id: str) -> str:
+    rid = run_id.replace("'", "''")
+    return f"""
+SELECT policy_id, event_id, dslots AS slots, base_policy, {codes_sql(DECISION_REASONS)} AS reason_codes,
+  '{rid}' AS run_id, dt
+FROM scv_joined WHERE NOT clean"""
+
+
+def policy_count() -> str:
+    """Distinct target policies in the decisions read (before any join): bounds the cost of what follows."""
+    return "SELECT count(DISTINCT policy_id) AS policies FROM scv_dec"

@@ -1,0 +1,47 @@
+"""Window-level reductions of the big per-day tables (as many rows as events), run by the engine that holds them:
+only a few sums per target policy reach the driver (issue 20: the direct-approach slate tables are never
+collected)."""
+from __future__ import annotations
+
+
+def scavenging(actions: str, targets: str, where: str, by_dt: bool = False) -> str:
+    """Exploration scavenging, direct approach (seed 001 sections 3 and 4.1; MATH.md). Within the stratum of the
+    positions a row holds (held), T_a = logged events with slate a, S_a, Q_a = sums of r, r^2 over the events whose
+    logged slate equals the target's. V_s = sum_a S_a/T_a; the CLT variance sum_a s2_a/T_a with
+    s2_a = (Q_a - S_a^2/T_a)/(T_a - 1) (Q_a for T_a = 1); Theorem 3 uses sum over the target's logged actions of
+    T_a^(-1/2). As an IPW mean over the stratum's t_s events with w = t_s/T_a on matched events: sum_w, sum_w2,
+    sum_wr, sum_w2r, sum_w2r2 and w_max."""
+    d = "dt, " if by_dt else ""
+    on_dt = " AND g.dt = a.dt" if by_dt else ""
+    s_dt = " AND g.dt = s.dt" if by_dt else ""
+    gd = "g.dt, " if by_dt else ""
+    w = "(CAST(s.t_s AS DOUBLE) / a.t)"
+    return f"""
+WITH a AS (
+  SELECT {d}held, slate_key, CAST(sum(t) AS DOUBLE) AS t FROM {actions} WHERE {where} GROUP BY {d}held, slate_key
+), s AS (
+  SELECT {d}held, sum(t) AS t_s, count(1) AS n_actions FROM a GROUP BY {d}held
+), g AS (
+  SELECT {d}policy_id, held, slate_key, sum(n_target) AS n_target, sum(n_match) AS n_match, sum(s_r) AS s_r,
+    sum(s_r2) AS s_r2
+  FROM {targets} WHERE {where} GROUP BY {d}policy_id, held, slate_key
+)
+SELECT {gd}g.policy_id, g.held, max(s.t_s) AS t_s, max(s.n_actions) AS n_actions,
+  CAST(sum(g.n_target) AS BIGINT) AS n_target,
+  CAST(sum(CASE WHEN a.t IS NULL THEN g.n_target ELSE 0 END) AS BIGINT) AS n_unsupported,
+  CAST(sum(g.n_match) AS BIGINT) AS n_match, coalesce(sum(g.s_r), 0D) AS s_match_r,
+  coalesce(sum(g.s_r2), 0D) AS s_match_r2,
+  CAST(sum(CASE WHEN a.t IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS actions_used,
+  coalesce(sum(g.s_r / a.t), 0D) AS v,
+  coalesce(sum(CASE WHEN a.t > 1 THEN greatest(g.s_r2 - g.s_r * g.s_r / a.t, 0D) / (a.t - 1) / a.t
+                    WHEN a.t = 1 THEN g.s_r2 END), 0D) AS var_clt,
+  coalesce(sum(CASE WHEN a.t IS NOT NULL THEN 1D / sqrt(a.t) END), 0D) AS inv_sqrt_t,
+  coalesce(sum(g.n_match * {w}), 0D) AS sum_w,
+  coalesce(sum(g.n_match * {w} * {w}), 0D) AS sum_w2,
+  coalesce(sum(g.s_r * {w}), 0D) AS sum_wr,
+  coalesce(sum(g.s_r * {w} * {w}), 0D) AS sum_w2r,
+  coalesce(sum(g.s_r2 * {w} * {w}), 0D) AS sum_w2r2,
+  max(CASE WHEN g.n_match > 0 THEN {w} END) AS w_max
+FROM g LEFT JOIN a ON g.held = a.held AND g.slate_key = a.slate_key{on_dt}
+JOIN s ON g.held = s.held{s_dt}
+GROUP BY {gd}g.policy_id, g.held"""

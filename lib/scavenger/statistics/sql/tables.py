@@ -1,0 +1,153 @@
+"""The per-day statistics tables: one aggregation each over the clean flat events (scv_flat) or the joined
+decisions (scv_joined). Every value column is a count, a sum or a max/min, so a window is the sum of its days
+(``statistics/tables.py`` merges them). Keys and value columns are documented per statement."""
+from __future__ import annotations
+
+_POISSON_CDF = None
+
+
+def _poisson1_cdf(jmax: int = 15) -> list[float]:
+    import math
+
+    out, term, acc = [], math.exp(-1.0), 0.0
+    for j in range(jmax + 1):
+        acc += term
+        out.append(acc)
+        term /= (j + 1)
+    return out
+
+
+def _uniform(seed: int, b: int) -> str:
+    """A uniform in [0, 1) per (seed, replicate, event) from md5 (52 bits: the same number in both engines)."""
+    return (f"CAST(conv(substr(md5(concat('{int(seed)}:{int(b)}:', event_id)), 1, 13), 16, 10) AS DOUBLE) "
+            f"/ 4503599627370496D")
+
+
+def _poisson(seed: int, b: int) -> str:
+    """A Poisson(1) draw by inverse CDF: sum_j 1[u > F(j)]."""
+    u = _uniform(seed, b)
+    return "(" + " + ".join(f"CASE WHEN u_{b} > {c!r} THEN 1 ELSE 0 END" for c in _poisson1_cdf()) + ")", u
+
+
+def log_summary(K: int) -> str:
+    """(dt, logging_policy): n_events, n_slots, s_r, s_r2 (sums of r, r^2), n_missing_propensity, n_null_reward,
+    n_partial (rows not holding every position 1..K), k_max, r_max, r_min. T_a of the base-policy scavenging
+    action (seed 001 section 3.3) is n_events of logging policy a."""
+    full = ",".join(str(k) for k in range(1, K + 1))
+    return f"""
+SELECT dt, logging_policy, count(1) AS n_events, CAST(sum(n_slots) AS BIGINT) AS n_slots,
+  sum(r) AS s_r, sum(r * r) AS s_r2,
+  CAST(sum(CASE WHEN miss THEN 1 ELSE 0 END) AS BIGINT) AS n_missing_propensity,
+  CAST(sum(n_null_reward) AS BIGINT) AS n_null_reward,
+  CAST(sum(CASE WHEN held = '{full}' THEN 0 ELSE 1 END) AS BIGINT) AS n_partial,
+  max(try_element_at(ss, -1).position) AS k_max, max(r) AS r_max, min(r) AS r_min
+FROM scv_flat GROUP BY dt, logging_policy"""
+
+
+def ad_position(stratum: str = "context_id", bootstrap: int = 0, seed: int = 0) -> str:
+    """(dt, logging_policy, fold, ad_id, position): m = impressions M(a,i), c = clicks C(a,i) (sum of slot
+    rewards), c2 = sum of squared slot rewards (seed 001 section 4.3); for check e the logged propensities
+    (n_p non-null, sum_p, min_p, max_p) and the smallest/largest value of the calibration scope key (whether it
+    partitions the ads); with ``bootstrap`` B > 0, m_boot[b], c_boot[b] under Poisson(1) weights per event."""
+    strat = f"coalesce(CAST({stratum} AS STRING), '<null>')"
+    boot_cols, boot_aggs = "", ""
+    if bootstrap > 0:
+        draws = [_poisson(seed, b) for b in range(bootstrap)]
+        boot_cols = ", " + ", ".join(f"{u} AS u_{b}" for b, (_, u) in enumerate(draws))
+        weights = ", ".join(f"{w} AS w_{b}" for b, (w, _) in enumerate(draws))
+        boot_aggs = (", array(" + ", ".join(f"CAST(sum(w_{b}) AS BIGINT)" for b in range(bootstrap))
+                     + ") AS m_boot, array(" + ", ".join(f"sum(w_{b} * reward)" for b in range(bootstrap))
+                     + ") AS c_boot")
+        src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*{boot_cols} FROM scv_flat) e)"
+    else:
+        src = "scv_flat"
+    return f"""
+SELECT dt, logging_policy, fold, ad_id, position,
+  count(1) AS m, sum(reward) AS c, sum(reward * reward) AS c2,
+  count(propensity) AS n_p, sum(propensity) AS sum_p, min(propensity) AS min_p, max(propensity) AS max_p,
+  min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_aggs}
+FROM (
+  SELECT f.*, s.ad_id AS ad_id, s.position AS position, coalesce(s.reward, 0D) AS reward,
+    s.propensity AS propensity, {strat} AS stratum
+  FROM {src} f LATERAL VIEW explode(ss) x AS s
+) slots
+GROUP BY dt, logging_policy, fold, ad_id, position"""
+
+
+def slate_actions() -> str:
+    """(dt, held, slate_key): t = T_s, the events whose logged (partial) slate is s (seed 001 section 4.1, the
+    direct approach); ``held`` is the set of positions, the stratum the action lives in."""
+    return "SELECT dt, held, lkey AS slate_key, count(1) AS t FROM scv_flat GROUP BY dt, held, lkey"
+
+
+def context_cells() -> str:
+    """(dt, logging_policy, position, feature, value, ad_id): n = impressions of the ad at the position under
+    that value of a context feature (every key of the context map, and context_id): check a's tables."""
+    entry = "ARRAY<STRUCT<key: STRING, value: STRING>>"
+    return f"""
+SELECT dt, logging_policy, s.position AS position, f.key AS feature, coalesce(f.value, '<null>') AS value,
+  s.ad_id AS ad_id, count(1) AS n
+FROM scv_flat
+LATERAL VIEW explode(concat(coalesce(CAST(map_entries(context) AS {entry}), CAST(array() AS {entry})),
+  array(named_struct('key', 'context_id', 'value', context_id)))) fx AS f
+LATERAL VIEW explode(ss) sx AS s
+GROUP BY dt, logging_policy, s.position, f.key, coalesce(f.value, '<null>'), s.ad_id"""
+
+
+def pair_strata() -> str:
+    """(dt, logging_policy, stratum, j, k) with stratum = context_id: check d within (context, day) strata.
+    n events showing positions j < k; r, c distinct ads of slot j, slot k; s = sum over cells O^2 / (R_a C_b);
+    o_diag = events with the same ad in both; e_diag = sum_a R(a) C(a) / n, the repeats expected if the slots
+    were chosen independently (seed 002's factorized mu). Pooled by checks/assumptions.stratified_dependence."""
+    key = "dt, logging_policy, stratum, j, k"
+    return f"""
+WITH pairs AS (
+  SELECT dt, logging_policy, coalesce(context_id, '<null>') AS stratum, s1.position AS j, s2.position AS k,
+    s1.ad_id AS a, s2.ad_id AS b
+  FROM scv_flat LATERAL VIEW explode(ss) x1 AS s1 LATERAL VIEW explode(ss) x2 AS s2
+  WHERE s2.position > s1.position
+), cells AS (
+  SELECT {key}, a, b, count(1) AS n FROM pairs GROUP BY {key}, a, b
+), ra AS (
+  SELECT {key}, a, sum(n) AS ra FROM cells GROUP BY {key}, a
+), cb AS (
+  SELECT {key}, b, sum(n) AS cb FROM cells GROUP BY {key}, b
+), sums AS (
+  SELECT {key}, sum(n) AS n, sum(CAST(n AS DOUBLE) * n / (ra * cb)) AS s,
+    sum(CASE WHEN a = b THEN n ELSE 0 END) AS o_diag
+  FROM cells JOIN ra USING ({key}, a) JOIN cb USING ({key}, b)
+  GROUP BY {key}
+), rr AS (
+  SELECT {key}, count(1) AS r FROM ra GROUP BY {key}
+), cc AS (
+  SELECT {key}, count(1) AS c FROM cb GROUP BY {key}
+), diag AS (
+  SELECT ra.dt, ra.logging_policy, ra.stratum, ra.j, ra.k, sum(CAST(ra.ra AS DOUBLE) * cb.cb) AS rc_diag
+  FROM ra JOIN cb ON ra.dt = cb.dt AND ra.logging_policy = cb.logging_policy AND ra.stratum = cb.stratum
+    AND ra.j = cb.j AND ra.k = cb.k AND ra.a = cb.b
+  GROUP BY ra.dt, ra.logging_policy, ra.stratum, ra.j, ra.k
+)
+SELECT {key}, CAST(n AS BIGINT) AS n, r, c, s, CAST(o_diag AS BIGINT) AS o_diag,
+  coalesce(rc_diag, 0D) / n AS e_diag
+FROM sums JOIN rr USING ({key}) JOIN cc USING ({key}) LEFT JOIN diag USING ({key})"""
+
+
+def calibration_cells(stratum: str) -> str:
+    """(dt, logging_policy, stratum, position, ad_id) for a calibration scope the user fixed (check e): n, n_p,
+    sum_p, min_p, max_p of the logged propensities within each value of the key."""
+    return f"""
+SELECT dt, logging_policy, coalesce(CAST({stratum} AS STRING), '<null>') AS stratum, s.position AS position,
+  s.ad_id AS ad_id, count(1) AS n, count(s.propensity) AS n_p, sum(s.propensity) AS sum_p,
+  min(s.propensity) AS min_p, max(s.propensity) AS max_p
+FROM scv_flat LATERAL VIEW explode(ss) x AS s
+GROUP BY dt, logging_policy, coalesce(CAST({stratum} AS STRING), '<null>'), s.position, s.ad_id"""
+
+
+def stratum_sql(key: str) -> str:
+    """The column of a calibration scope key: ``context_id`` or ``context:<name>`` (a context-map value)."""
+    if key == "context_id":
+        return "context_id"
+    if key.startswith("context:") and len(key) > len("context:"):
+        name = key[len("context:"):].replace("'", "''")
+        return f"element_at(context, '{name}')"
+    raise ValueError(f"calibration scope key must be context_id or context:<name>, got {key!r}")

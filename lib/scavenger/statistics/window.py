@@ -1,0 +1,179 @@
+"""A window's statistics: stored days loaded, missing days scanned (one pass each batch) and stored, all merged.
+
+    w = window_statistics(engine, logs, decisions, dates, plan, config, store=Store(uri))
+    w.table("slate_moments")     merged over the window (pandas)
+    w.day(d).table(...)          one day's tables (for --by-day estimates), from the same per-day statistics
+    w.big["slate_targets"]       an engine relation over every day of the window (stored files + this run's)
+
+A day is scanned when the store has no usable copy (store.Store.usable). Scans run in batches of
+``batch_days`` consecutive missing days (0: one batch), each batch is stored before the next starts, and a batch
+never spans a stored day, so the event ids of every earlier stored day are at hand for the cross-day duplicate
+check (``DUPLICATE_EVENT_ID`` against days before the batch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..progress import phase
+from .scan import StatsConfig, scan_days
+from .store import Store, day_signature, fingerprint
+from .tables import BIG_COLUMNS, TABLES, merge, merge_all
+
+
+@dataclass
+class WindowStats:
+    """Merged statistics of a window (see module doc)."""
+
+    tables: dict
+    per_day: dict
+    dates: list
+    scanned: list = field(default_factory=list)
+    loaded: list = field(default_factory=list)
+    big: dict = field(default_factory=dict)
+    K: int = 0
+    engine: object = None
+    only_day: object = None
+
+    def table(self, name: str) -> pd.DataFrame:
+        t = TABLES[name]
+        cols = (["dt"] if t.per_day else []) + list(t.keys)
+        return self.tables.get(name, pd.DataFrame(columns=cols))
+
+    @property
+    def window(self) -> str:
+        if not self.dates:
+            return ""
+        return f"{min(self.dates).isoformat()}..{max(self.dates).isoformat()}"
+
+    def day(self, d) -> "WindowStats":
+        """The statistics of day ``d`` alone (the same stored per-day tables; big relations filtered by dt)."""
+        return WindowStats(tables=merge_all(self.per_day, [d]), per_day={d: self.per_day.get(d, {})}, dates=[d],
+                           big=self.big, K=self.K, engine=self.engine, only_day=d)
+
+    def big_where(self) -> str:
+        """SQL filter of the big relations to this window's days (all of them, or the one day)."""
+        days = [self.only_day] if self.only_day is not None else self.dates
+        return "dt IN (" + ", ".join(f"DATE '{d.isoformat()}'" for d in days) + ")" if days else "1 = 0"
+
+
+def _batches(missing: list, stored: set, size: int) -> list:
+    """Consecutive runs of missing days (split at stored days), cut to ``size`` days (0: no cut)."""
+    runs, cur = [], []
+    for d in sorted(missing):
+        if cur and any(cur[-1] < s < d for s in stored):
+            runs.append(cur)
+            cur = []
+        cur.append(d)
+    if cur:
+        runs.append(cur)
+    if size <= 0:
+        return runs
+    return [r[i:i + size] for r in runs for i in range(0, len(r), size)]
+
+
+def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsConfig = StatsConfig(),
+                      store: Store | None = None, quarantine_dir: str | None = None, run_id: str = "adhoc",
+                      decisions_key=None, batch_days: int = 0, derived: list | None = None) -> WindowStats:
+    """See the module docstring. ``decisions_key``: what else shapes the decision tables (policy filter, derived
+    policies), part of the decisions fingerprint."""
+    has_dec = decisions is not None or bool(derived)
+    wanted = plan.tables(has_dec, bool(config.fixed_calibration_key))
+    cfg_fp = config.to_dict()
+    logs_fp = {d: fingerprint({"logs": day_signature(logs, d), "config": cfg_fp}) for d in dates}
+    dec_fp = {d: fingerprint({"decisions": day_signature(decisions, d), "key": decisions_key, "logs": logs_fp[d]})
+              for d in dates} if has_dec else {d: None for d in dates}
+    per_day, loaded, missing, manifests = {}, [], [], {}
+    for d in dates:
+        m = store.usable(d, logs_fp[d], dec_fp[d], wanted) if store else None
+        if m is not None:
+            per_day[d] = store.load(d, m)
+            manifests[d] = m
+            loaded.append(d)
+        else:
+            missing.append(d)
+    stored = set(store.stored_days()) if store else set()
+    big_parts: dict = {name: [] for name in BIG_COLUMNS}
+    K = max([int(m.get("K", 0)) for m in manifests.values()] or [0])
+    for n, batch in enumerate(_batches(missing, stored - set(missing), batch_days)):
+        label = f"one pass over {len(batch)} day(s) {min(batch)}..{max(batch)}"
+        prior = store.big_files("event_ids", [s for s in stored if s < min(batch)]) if store else []
+        with phase(None, "statistics", label):
+            res = scan_days(engine, logs, decisions, batch, plan, config, quarantine_dir, run_id, prior, f"b{n}",
+                            derived)
+        K = max(K, res.K)
+        days = _split(res.tables, batch)
+        for d in batch:
+            per_day[d] = days.get(d, {})
+        for name, rel in res.big.items():
+            big_parts[name].append(rel)
+        if store:
+            _store_batch(engine, store, batch, per_day, res, logs_fp, dec_fp, wanted, run_id)
+    if store and loaded:
+        for name, cols in BIG_COLUMNS.items():
+            files = store.big_files(name, loaded)
+            if files:
+                rel = f"scv_stored_{name}"
+                engine.read_parquet(rel, files, root=store_root(store, name))
+                big_parts[name].insert(0, rel)
+    big = {}
+    for name, parts in big_parts.items():
+        if parts:
+            cols = ", ".join(BIG_COLUMNS[name])
+            big[name] = f"scv_w_{name}"
+            engine.view(big[name], " UNION ALL ".join(f"SELECT {cols} FROM {p}" for p in parts))
+    return WindowStats(tables=merge_all(per_day, dates), per_day=per_day, dates=list(dates), scanned=missing,
+                       loaded=loaded, big=big, K=K, engine=engine)
+
+
+def store_root(store: Store, name: str) -> str:
+    from ..io import fs
+
+    return fs.join(store.uri, name)
+
+
+def _split(tables: dict, batch: list) -> dict:
+    out = {d: {} for d in batch}
+    for name, df in tables.items():
+        if df is None:
+            continue
+        for d in batch:
+            part = df[df["dt"] == d] if len(df) else df
+            out[d][name] = part.reset_index(drop=True)
+    return out
+
+
+def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, wanted, run_id) -> None:
+    """Write the batch's days: small tables, big tables (by the engine), then each day's manifest."""
+    from ..io import fs
+
+    for d in batch:
+        store.invalidate(d)
+        store.write_small(d, per_day[d])
+    for name, rel in res.big.items():
+        engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", fs.join(store.uri, name), batch)
+    for d in batch:
+        present = set(per_day[d]) | set(res.big)
+        store.write_manifest(d, logs_fp[d], dec_fp[d], present & wanted | (present - set(TABLES)) | present,
+                             {"K": res.K, "run_id": run_id})
+
+
+def tables_of(logs, decisions=None, config: StatsConfig = StatsConfig(), plan=None) -> dict:
+    """The merged statistics tables of in-memory inputs (Spark DataFrames, pandas/pyarrow tables, or paths) over
+    every day they hold, through the same pass (policies/ uses it on the frames it builds)."""
+    from ..engines import choose, open_engine
+    from ..pipelines.common import describe_inputs, window_dates
+    from .scan import ScanPlan
+
+    inputs = describe_inputs(logs, decisions)
+    name, why = choose("auto", inputs.all())
+    spark = next((s.obj.sparkSession for s in inputs.all() if s.kind == "spark"), None)
+    engine = open_engine(name, why, spark=spark)
+    try:
+        dates = window_dates(engine, inputs)
+        stats = window_statistics(engine, inputs.logs, inputs.decisions, dates,
+                                  plan or ScanPlan(False, False, False), config)
+        return dict(stats.tables)
+    finally:
+        engine.close()

@@ -1,0 +1,116 @@
+"""What a job says when it ends: a short summary on stdout (rows, checks, estimates or the ADC table), and the
+one-line advice when it ran out of memory (the setting to raise, not an internal error)."""
+from __future__ import annotations
+
+import math
+
+
+def _fmt(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}" if abs(v) < 1e-3 or abs(v) >= 1e4 else f"{v:.{digits}f}"
+    return str(v)
+
+
+def _rows_lines(counts: dict) -> list[str]:
+    out = []
+    for table in ("logs", "decisions"):
+        c = counts.get(table)
+        if not c:
+            continue
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(c.get("by_reason", {}).items(), key=lambda kv: -kv[1])[:3])
+        out.append(f"  {table:<9} rows in {c['rows_in']:>10,}  used {c['rows_used']:>10,}  quarantined "
+                   f"{c['rows_quarantined']:>8,}" + (f"  ({reasons})" if reasons else ""))
+    return out
+
+
+def _check_lines(result) -> list[str]:
+    from .checks.assumptions import CHECK_NAMES
+
+    checks = result.summary.get("checks") or {}
+    out = []
+    for c, verdict in checks.items():
+        if c == "quarantine" or verdict == "not_run":
+            continue
+        worst = [v for v in result.verdicts if v.get("check", "").startswith(f"{c}.") and v.get("verdict") == verdict]
+        msg = worst[0]["message"] if worst and verdict != "pass" else ""
+        out.append(f"  {c} {CHECK_NAMES.get(c, c):<24} {verdict:<5} {_clip(msg)}")
+    return out
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    try:
+        from .text import clip
+
+        return clip(text, limit)
+    except ImportError:  # pragma: no cover - text.py arrives with the hostile-input work
+        text = " ".join(str(text).split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _estimate_lines(result) -> list[str]:
+    rows = result.summary.get("estimates") or []
+    out = []
+    for r in rows:
+        if r.get("interval_kind") == "bound":
+            continue
+        if not r.get("identified", True):
+            out.append(f"  {r['policy_id']:<22} {r['estimator']:<22} not identified: {_clip(r.get('reason') or '', 90)}")
+            continue
+        interval = (f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r.get("ci_low") is not None
+                    and isinstance(r["ci_low"], float) and math.isfinite(r["ci_low"])
+                    else f"no interval{': ' + _clip(r.get('reason'), 60) if r.get('reason') else ''}")
+        star = " *" if r.get("recommended") else ""
+        out.append(f"  {r['policy_id']:<22} {r['estimator']:<22} {_fmt(r['value']):>9} {interval}{star}")
+    return out
+
+
+def summary_lines(result) -> list[str]:
+    """The run summary: status, engine, rows, checks, estimates (``*`` marks the recommended estimate)."""
+    lines = [f"scavenger {result.job}: {result.status}" + (f" (exit {result.exit_code})" if result.exit_code else "")
+             + (f" -- window {result.summary['window']}" if result.summary.get("window") else "")]
+    if result.engine:
+        lines.append(f"  engine {result.engine.get('name')} ({result.engine.get('why')})")
+    c = result.counts
+    if c.get("days") is not None:
+        lines.append(f"  days {c['days']} (read {c.get('days_scanned', 0)}, from the store {c.get('days_loaded', 0)})")
+    lines += _rows_lines(c)
+    checks = _check_lines(result)
+    if checks:
+        lines.append("checks:")
+        lines += checks
+    est = _estimate_lines(result)
+    if est:
+        lines.append("estimates (value, interval; * = recommended):")
+        lines += est
+    adc = result.summary.get("adc")
+    if adc:
+        lines.append("ADC by position (C_1..C_K):")
+        for method, values in adc.items():
+            lines.append(f"  {method:<17} " + " ".join(f"{_fmt(v, 3):>7}" for v in values))
+        if result.summary.get("dcg"):
+            lines.append(f"  {'dcg':<17} " + " ".join(f"{_fmt(v, 3):>7}" for v in result.summary["dcg"]))
+        for reason in result.summary.get("not_identified") or []:
+            lines.append(f"  not identified: {reason}")
+    for note in (result.summary.get("notes") or [])[:8]:
+        lines.append(f"note: {_clip(note)}")
+    if result.message and result.status == "ok":
+        lines.append(f"note: {_clip(result.message)}")
+    if result.outputs:
+        lines.append("outputs: " + ", ".join(f"{k}={v}" for k, v in result.outputs.items()))
+    return lines
+
+
+def memory_advice(exc: BaseException) -> str | None:
+    """The one-line answer when an engine ran out of memory, naming the setting to raise."""
+    text = f"{type(exc).__name__}: {exc}"
+    if "OutOfMemoryError" in text or "Java heap space" in text or "GC overhead limit" in text:
+        return ("Spark ran out of memory (java.lang.OutOfMemoryError): raise the driver heap with --conf "
+                "spark.driver.memory=8g (or the executors' with spark.executor.memory), or use --batch-days N")
+    if "Out of Memory Error" in text or "OutOfMemoryException" in text or type(exc).__name__ == "OutOfMemoryException":
+        return ("DuckDB ran out of memory: raise SCAVENGER_DUCKDB_MEMORY (e.g. 16GB) or point "
+                "SCAVENGER_DUCKDB_TEMP at a disk with room to spill, or use --batch-days N")
+    if isinstance(exc, MemoryError):
+        return "Python ran out of memory: use --batch-days N or a machine with more memory"
+    return None
