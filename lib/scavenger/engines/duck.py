@@ -55,22 +55,26 @@ class DuckDBEngine(Engine):
         if threads or os.environ.get("SCAVENGER_DUCKDB_THREADS"):
             settings["threads"] = str(threads or os.environ["SCAVENGER_DUCKDB_THREADS"])
         for key, value in settings.items():
-            self.con.execute(f"SET {key} = {_quote(value)}")
-        threads_now = self.con.execute("SELECT current_setting('threads')").fetchone()[0]
+            self._exec(f"SET {key} = {_quote(value)}")
+        threads_now = self.con.execute("SELECT current_setting('threads')").fetchall()[0][0]
         self.info.settings = {"memory_limit": self.memory_limit, "spill_directory": self.temp_dir,
                               "threads": int(threads_now), "duckdb": duckdb.__version__}
         self._tables: list[str] = []
         self._kept: list[str] = []
 
     # -- relations -------------------------------------------------------------------------------------------
+    def _exec(self, sql: str) -> None:
+        """Run a statement and consume its result (DuckDB refuses other work on the connection until then)."""
+        self.con.execute(sql).fetchall()
+
     def _sql(self, sql: str, label: str) -> str:
         return to_duckdb(sql, label)
 
     def view(self, name: str, sql: str) -> None:
-        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {self._sql(sql, name)}")
+        self._exec(f"CREATE OR REPLACE TEMP VIEW {name} AS {self._sql(sql, name)}")
 
     def materialize(self, name: str, sql: str, keep: bool = False) -> None:
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {self._sql(sql, name)}")
+        self._exec(f"CREATE OR REPLACE TEMP TABLE {name} AS {self._sql(sql, name)}")
         (self._kept if keep else self._tables).append(name)
 
     def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
@@ -78,7 +82,7 @@ class DuckDBEngine(Engine):
 
     def register_frame(self, name: str, frame: pd.DataFrame) -> None:
         self.con.register(f"{name}__df", frame)
-        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}__df")
+        self._exec(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}__df")
         self.con.unregister(f"{name}__df")
         self._kept.append(name)
 
@@ -105,8 +109,8 @@ class DuckDBEngine(Engine):
             for i, g in enumerate(groups):
                 raw = f"{name}__{len(parts)}"
                 files = ", ".join(_quote(f) for f in g.files)
-                self.con.execute(f"CREATE OR REPLACE TEMP VIEW {raw} AS SELECT * FROM read_parquet([{files}], "
-                                 f"hive_partitioning = false)")
+                self._exec(f"CREATE OR REPLACE TEMP VIEW {raw} AS SELECT * FROM read_parquet([{files}], "
+                           f"hive_partitioning = false)")
                 parts.append(conform_sql(contract, raw, g.schema, g.dt))
         if not parts:
             from ..contract import sql_type
@@ -120,8 +124,8 @@ class DuckDBEngine(Engine):
 
     def _with_rid(self, name: str, sql: str) -> None:
         """The conformed rows plus ``_rid``, a row id in read order (ties of duplicate keys, joins back)."""
-        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, row_number() OVER () AS _rid "
-                         f"FROM ({self._sql(sql, name)}) r")
+        self._exec(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, row_number() OVER () AS _rid "
+                   f"FROM ({self._sql(sql, name)}) r")
 
     def read_parquet(self, name: str, uris: list, root: str | None = None) -> None:
         """Stored Parquet files as relation ``name``; with ``root`` the dt=... directories give a ``dt`` column."""
@@ -129,8 +133,8 @@ class DuckDBEngine(Engine):
             raise ValueError(f"no stored files for {name}")
         files = ", ".join(_quote(fs.local_path(u)) for u in uris)
         hive = ", hive_partitioning = true, hive_types = {'dt': DATE}" if root else ""
-        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet([{files}], "
-                         f"union_by_name = true{hive})")
+        self._exec(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet([{files}], "
+                   f"union_by_name = true{hive})")
 
     def write(self, sql: str, uri: str, dts, partition: str = "dt") -> int:
         """COPY to a staging directory with PARTITION_BY, then swap each dt directory in (see module doc)."""
@@ -139,10 +143,10 @@ class DuckDBEngine(Engine):
         os.makedirs(staging, exist_ok=True)
         try:
             query = self._sql(sql, f"write {os.path.basename(target)}")
-            n = self.con.execute(f"SELECT count(*) FROM ({query}) q").fetchone()[0]
+            n = self.con.execute(f"SELECT count(*) FROM ({query}) q").fetchall()[0][0]
             if n:
-                self.con.execute(f"COPY ({query}) TO {_quote(staging)} (FORMAT PARQUET, COMPRESSION ZSTD, "
-                                 f"PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE TRUE)")
+                self._exec(f"COPY ({query}) TO {_quote(staging)} (FORMAT PARQUET, COMPRESSION ZSTD, "
+                           f"PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE TRUE)")
             commit_partitions(staging, target, dts, partition)
         finally:
             shutil.rmtree(os.path.join(target, "_staging"), ignore_errors=True)
@@ -150,7 +154,7 @@ class DuckDBEngine(Engine):
 
     def release(self) -> None:
         for t in self._tables:
-            self.con.execute(f"DROP TABLE IF EXISTS {t}")
+            self._exec(f"DROP TABLE IF EXISTS {t}")
         self._tables.clear()
 
     def close(self) -> None:

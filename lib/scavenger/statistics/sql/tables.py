@@ -26,7 +26,7 @@ def _uniform(seed: int, b: int) -> str:
 def _poisson(seed: int, b: int) -> str:
     """A Poisson(1) draw by inverse CDF: sum_j 1[u > F(j)]."""
     u = _uniform(seed, b)
-    return "(" + " + ".join(f"CASE WHEN u_{b} > {c!r} THEN 1 ELSE 0 END" for c in _poisson1_cdf()) + ")", u
+    return "(" + " + ".join(f"CASE WHEN bu_{b} > {c!r} THEN 1 ELSE 0 END" for c in _poisson1_cdf()) + ")", u
 
 
 def log_summary(K: int) -> str:
@@ -53,10 +53,11 @@ def ad_position(stratum: str = "context_id", bootstrap: int = 0, seed: int = 0) 
     boot_cols, boot_aggs = "", ""
     if bootstrap > 0:
         draws = [_poisson(seed, b) for b in range(bootstrap)]
-        boot_cols = ", " + ", ".join(f"{u} AS u_{b}" for b, (_, u) in enumerate(draws))
-        weights = ", ".join(f"{w} AS w_{b}" for b, (w, _) in enumerate(draws))
-        boot_aggs = (", array(" + ", ".join(f"CAST(sum(w_{b}) AS BIGINT)" for b in range(bootstrap))
-                     + ") AS m_boot, array(" + ", ".join(f"sum(w_{b} * reward)" for b in range(bootstrap))
+        # bu_b, bw_b: the replicate's uniform and Poisson weight (names apart from the flat slot columns w_k)
+        boot_cols = ", " + ", ".join(f"{u} AS bu_{b}" for b, (_, u) in enumerate(draws))
+        weights = ", ".join(f"{w} AS bw_{b}" for b, (w, _) in enumerate(draws))
+        boot_aggs = (", array(" + ", ".join(f"CAST(sum(bw_{b}) AS BIGINT)" for b in range(bootstrap))
+                     + ") AS m_boot, array(" + ", ".join(f"sum(bw_{b} * reward)" for b in range(bootstrap))
                      + ") AS c_boot")
         src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*{boot_cols} FROM scv_flat) e)"
     else:

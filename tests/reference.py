@@ -1,0 +1,241 @@
+"""A plain-Python reference of the one pass: row rules, then every statistics table, row by row.
+
+The statistics tests compare the engines' tables with these (1e-9 relative). Conventions (statistics/sql): a row
+contributes through the positions it holds; Y_k = pi_k(a_k)/mu_k(a_k) for a held position, 1 for one it does not
+hold; K = the largest position of a clean row; an event whose held slot lacks a propensity is "missing".
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+
+from scavenger.estimators.slate import SlateMoments
+
+
+# ---- random logs built directly (random K, string ad ids, missing days, several policies) ---------------------
+def build_random(seed: int, K: int | None = None, n_ads: int | None = None, days=(0, 1, 3), per_day: int = 60,
+                 logging_policies=("lp_a", "lp_b"), with_nulls: bool = True, odd_shapes: bool = False):
+    """``odd_shapes``: some logged slates hold a subset of the positions, or an extra slot at K + 1."""
+    rng = random.Random(seed)
+    K = K or rng.randint(1, 4)
+    n_ads = n_ads or rng.randint(K + 1, K + 5)
+    ads = [f"{rng.choice('qwxyz')}{rng.randrange(10**6)}-{i}" for i in range(n_ads)]
+    logs, decs = [], []
+    for d in days:
+        day = dt.date(2026, 3, 1) + dt.timedelta(days=d)
+        for e in range(per_day):
+            eid = f"ev{seed}-{d}-{e}"
+            lp = rng.choice(logging_policies)
+            slate = rng.sample(ads, K)
+            slots = []
+            for i, a in enumerate(slate):
+                prop = None if (with_nulls and rng.random() < 0.03) else rng.choice([0.25, 0.5, 1.0, rng.uniform(0.05, 1)])
+                rew = None if (with_nulls and rng.random() < 0.03) else float(rng.random() < 0.35)
+                slots.append({"position": i + 1, "ad_id": a, "propensity": prop, "reward": rew})
+            if odd_shapes and rng.random() < 0.3:
+                if K > 1 and rng.random() < 0.6:
+                    del slots[rng.randrange(K)]
+                else:
+                    slots.append({"position": K + 1, "ad_id": rng.choice([a for a in ads if a not in slate] or ads),
+                                  "propensity": 0.5, "reward": float(rng.random() < 0.5)})
+            rng.shuffle(slots)  # slot order in the array must not matter
+            slate_reward = round(rng.uniform(0, K), 3) if rng.random() < 0.1 else None
+            logs.append({"event_id": eid, "event_time": dt.datetime(day.year, day.month, day.day, 12),
+                         "context_id": f"c{rng.randrange(3)}", "context": {"f": "v"}, "logging_policy": lp,
+                         "slots": slots, "slate_reward": slate_reward, "dt": day})
+            tgt = slate if rng.random() < 0.5 else rng.sample(ads, K)
+            decs.append({"policy_id": "det", "event_id": eid, "dt": day, "base_policy": rng.choice(logging_policies),
+                         "slots": [{"position": i + 1, "ad_id": a, "probability": 1.0} for i, a in enumerate(tgt)]})
+            perm = slate[:]
+            rng.shuffle(perm)
+            decs.append({"policy_id": "perm", "event_id": eid, "dt": day, "base_policy": None,
+                         "slots": [{"position": i + 1, "ad_id": a, "probability": 1.0} for i, a in enumerate(perm)]})
+            sto = []
+            for i in range(K):
+                pair = rng.sample(ads, 2)
+                p = rng.uniform(0.1, 0.9)
+                sto += [{"position": i + 1, "ad_id": pair[0], "probability": p},
+                        {"position": i + 1, "ad_id": pair[1], "probability": 1 - p}]
+            decs.append({"policy_id": "sto", "event_id": eid, "dt": day, "base_policy": None, "slots": sto})
+            dup = [dict(x) for x in sto]
+            dup[0]["probability"] /= 2
+            dup.insert(1, dict(dup[0]))
+            decs.append({"policy_id": "dup", "event_id": eid, "dt": day, "base_policy": None, "slots": dup})
+            det0 = [{"position": i + 1, "ad_id": a, "probability": 1.0} for i, a in enumerate(tgt)]
+            det0.append({"position": 1, "ad_id": rng.choice(ads), "probability": 0.0})
+            decs.append({"policy_id": "det0", "event_id": eid, "dt": day, "base_policy": None, "slots": det0})
+    return {"K": K, "ads": ads, "logs": logs, "decisions": decs}
+
+
+def arrow_tables(data):
+    """The logs and decisions as pyarrow tables of the contracts (an in-memory source for DuckDB)."""
+    from scavenger.contract import arrow_schema
+
+    L = pa.Table.from_pylist(data["logs"], schema=arrow_schema("impression_log"))
+    D = pa.Table.from_pylist(data["decisions"], schema=arrow_schema("decisions"))
+    return L, D
+
+
+def write_parquet(data, root, days=None):
+    """The data set as Parquet partitioned by dt under root/logs and root/decisions (pyarrow, no Spark)."""
+    import pyarrow.parquet as pq
+
+    L, D = arrow_tables(data)
+    for name, table in (("logs", L), ("decisions", D)):
+        for day in sorted({r["dt"] for r in data["logs"]}):
+            if days is not None and day not in days:
+                continue
+            part = table.filter(pa.compute.equal(table["dt"], pa.scalar(day))).drop(["dt"])
+            path = f"{root}/{name}/dt={day.isoformat()}"
+            import os
+
+            os.makedirs(path, exist_ok=True)
+            pq.write_table(part, f"{path}/part-0.parquet")
+    return f"{root}/logs", f"{root}/decisions"
+
+
+# ---- the rules in Python ----------------------------------------------------------------------------------------
+def log_reasons(ev, rmin=0.0, rmax=1.0, max_slots=64) -> set:
+    s = ev["slots"] or []
+    n = len(s)
+    out = set()
+    if not s:
+        out.add("EMPTY_SLATE")
+    if n > max_slots:
+        out.add("SLATE_TOO_LONG")
+    props = [x["propensity"] for x in s if x["propensity"] is not None]
+    if any(x["ad_id"] is None for x in s):
+        out.add("NULL_AD")
+    if props and min(props) <= 0:
+        out.add("ZERO_PROPENSITY")
+    if props and (max(props) > 1 or any(math.isnan(p) for p in props)):
+        out.add("PROPENSITY_GT_1")
+    if len({x["ad_id"] for x in s}) < n:
+        out.add("DUPLICATE_AD")
+    if len({x["position"] for x in s}) < n:
+        out.add("DUPLICATE_POSITION")
+    if any(x["position"] is None or x["position"] < 1 or x["position"] > max_slots for x in s):
+        out.add("POSITION_GAP")
+    rewards = [x["reward"] for x in s if x["reward"] is not None]
+    sr = ev["slate_reward"]
+    fin = lambda v: v is not None and math.isfinite(v)  # noqa: E731
+    if any(not math.isfinite(r) for r in rewards) or (sr is not None and not math.isfinite(sr)):
+        out.add("REWARD_NOT_FINITE")
+    if any(fin(r) and (r < rmin or r > rmax) for r in rewards) or (fin(sr) and (sr < rmin * n or sr > rmax * n)):
+        out.add("REWARD_OUT_OF_RANGE")
+    if sr is None and any(x["reward"] is None for x in s):
+        out.add("MISSING_REWARD")
+    return out
+
+
+def clean(data) -> tuple[list, list]:
+    """(clean events, decisions of clean events) under the default rules (no duplicate ids in these data)."""
+    events = [ev for ev in data["logs"] if not log_reasons(ev)]
+    ids = {ev["event_id"] for ev in events}
+    return events, [d for d in data["decisions"] if d["event_id"] in ids]
+
+
+def slate_r(ev):
+    if ev["slate_reward"] is not None:
+        return ev["slate_reward"]
+    return sum(s["reward"] or 0.0 for s in ev["slots"])
+
+
+def lkey(slots) -> str:
+    return "|".join(f"{s['position']}:{s['ad_id']}" for s in sorted(slots, key=lambda x: x["position"]))
+
+
+def held(slots) -> str:
+    return ",".join(str(p) for p in sorted(s["position"] for s in slots))
+
+
+def _target(d, k):
+    """The deterministic target's ad at k (None when it shows none)."""
+    ads = [x["ad_id"] for x in d["slots"] if x["position"] == k and x["probability"] > 0]
+    return ads[0] if ads else None
+
+
+def ref_tables(data):
+    """Every statistics table summed over the window, row by row over the clean rows."""
+    events, decisions = clean(data)
+    K = max(s["position"] for ev in events for s in ev["slots"])
+    ref = {"K": K, "n_clean": len(events)}
+    ls, ap = defaultdict(lambda: defaultdict(float)), defaultdict(lambda: np.zeros(3))
+    for ev in events:
+        r = slate_r(ev)
+        g = ls[ev["logging_policy"]]
+        g["n_events"] += 1
+        g["n_slots"] += len(ev["slots"])
+        g["s_r"] += r
+        g["s_r2"] += r * r
+        g["n_missing_propensity"] += any(s["propensity"] is None for s in ev["slots"])
+        g["n_null_reward"] += sum(s["reward"] is None for s in ev["slots"])
+        g["n_partial"] += held(ev["slots"]) != ",".join(str(k) for k in range(1, K + 1))
+        g["k_max"] = max(g.get("k_max", 0), max(s["position"] for s in ev["slots"]))
+        g["r_max"] = max(g.get("r_max", -math.inf), r)
+        g["r_min"] = min(g.get("r_min", math.inf), r)
+        for s in ev["slots"]:
+            x = s["reward"] or 0.0
+            ap[(ev["logging_policy"], s["ad_id"], s["position"])] += [1, x, x * x]
+    ref["log_summary"], ref["ad_position"] = ls, ap
+    T = defaultdict(int)
+    for ev in events:
+        T[(held(ev["slots"]), lkey(ev["slots"]))] += 1
+    ref["slate_actions"] = T
+    by_id = {ev["event_id"]: ev for ev in events}
+    pe, fac, fsq = defaultdict(lambda: np.zeros(5)), defaultdict(lambda: np.zeros(2)), defaultdict(float)
+    tp, base, tg = defaultdict(float), defaultdict(lambda: np.zeros(4)), defaultdict(lambda: np.zeros(4))
+    Ys = defaultdict(lambda: ([], []))
+    for d in decisions:
+        ev = by_id[d["event_id"]]
+        r = slate_r(ev)
+        p = d["policy_id"]
+        det = all(x["probability"] in (0.0, 1.0) for x in d["slots"])
+        reorder = det and sorted(x["ad_id"] for x in d["slots"] if x["probability"] > 0) == \
+            sorted(s["ad_id"] for s in ev["slots"])
+        partial = held(ev["slots"]) != ",".join(str(k) for k in range(1, K + 1))
+        pe[p] += [1, det, d["base_policy"] is not None, reorder, partial]
+        if d["base_policy"] is not None:
+            m = d["base_policy"] == ev["logging_policy"]
+            base[(p, d["base_policy"])] += [1, m, m * r, m * r * r]
+        for x in d["slots"]:
+            if x["probability"] > 0:
+                tp[(p, ev["logging_policy"], x["ad_id"], x["position"])] += x["probability"]
+        if det:
+            hs = held(ev["slots"])
+            tk = "|".join(f"{s['position']}:{_target(d, s['position']) or '<none>'}"
+                          for s in sorted(ev["slots"], key=lambda x: x["position"]))
+            m = tk == lkey(ev["slots"])
+            tg[(p, hs, tk)] += [1, m, m * r, m * r * r]
+        for s in ev["slots"]:
+            rew = s["reward"] or 0.0
+            if rew == 0:
+                continue
+            hits = [x for x in d["slots"] if x["ad_id"] == s["ad_id"] and x["probability"] > 0]
+            for x in hits:
+                fac[(p, s["ad_id"], s["position"], x["position"])] += [rew * x["probability"],
+                                                                       rew * rew * x["probability"]]
+                for y in hits:
+                    fsq[(p, s["ad_id"], s["position"], x["position"], y["position"])] += \
+                        rew * rew * x["probability"] * y["probability"]
+        Y = []
+        for k in range(1, K + 1):
+            at_k = [s for s in ev["slots"] if s["position"] == k]
+            if not at_k:       # a position the row does not hold: Y_k = 1
+                Y.append(1.0)
+                continue
+            s = at_k[0]
+            pik = sum(x["probability"] for x in d["slots"] if x["position"] == k and x["ad_id"] == s["ad_id"])
+            Y.append(pik / s["propensity"] if s["propensity"] is not None else np.nan)
+        Ys[(p, ev["logging_policy"])][0].append(r)
+        Ys[(p, ev["logging_policy"])][1].append(Y)
+    ref.update(policy_events=pe, factored=fac, factored_sq=fsq, target_placements=tp, base_targets=base,
+               slate_targets=tg)
+    ref["slate_moments"] = {k: SlateMoments.from_arrays(np.array(v[0]), np.array(v[1]).reshape(-1, K))
+                            for k, v in Ys.items()}
+    return ref
