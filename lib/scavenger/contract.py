@@ -226,6 +226,23 @@ def _struct_sql(var: str, struct, present: list[str]) -> str:
     return "named_struct(" + ", ".join(parts) + ")"
 
 
+def _is_pairs(t) -> bool:
+    from .io.sources import is_pairs
+
+    return is_pairs(t)
+
+
+def _pairs_entries(name: str, t) -> str:
+    """The (key, value) structs of a map written as a list of pairs (lists, or structs of two fields)."""
+    import pyarrow.types as T
+
+    v = t.value_type
+    if T.is_struct(v):
+        a, b = v.field(0).name, v.field(1).name
+        return f"transform({name}, x -> named_struct('key', x.{a}, 'value', x.{b}))"
+    return f"transform({name}, x -> named_struct('key', x[0], 'value', x[1]))"
+
+
 def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()) -> str:
     """SELECT of ``view`` as the contract's columns and types (Spark SQL; DuckDB via sqlglot).
 
@@ -246,6 +263,9 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
             cols.append(f"CAST(NULL AS {t}) AS {f.name}")
         elif f.name in nanos_as_long:
             cols.append(f"timestamp_micros({f.name} DIV 1000) AS {f.name}")
+        elif _is_pairs(schema.field(f.name).type):
+            cols.append(f"try_cast(map_from_entries({_pairs_entries(f.name, schema.field(f.name).type)}) AS {t}) "
+                        f"AS {f.name}")
         elif isinstance(f.dataType, ArrayType) and isinstance(f.dataType.elementType, StructType):
             elem = schema.field(f.name).type.value_type
             have = [elem.field(i).name for i in range(elem.num_fields)] if hasattr(elem, "num_fields") else []

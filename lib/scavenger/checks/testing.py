@@ -18,8 +18,9 @@ import numpy as np
 def synthetic_logs(spark, n: int = 4000, mode: str = "uniform_ranked", n_ads: int = 8, k: int = 3,
                    slot_size: int = 4, eps: float = 0.2, seed: int = 0, days: int = 1,
                    propensity_scale: float = 1.0, start: str = "2026-01-01", policy: str | None = None):
-    """Return (spark DataFrame in the impression_log contract, numpy dict of the drawn arrays)."""
-    from ..contract import LOGS, load_contract
+    """Return (logs in the impression_log contract, numpy dict of the drawn arrays): a Spark DataFrame when
+    ``spark`` is a session, a pyarrow Table (for DuckDB, no JVM) when it is None."""
+    from ..contract import LOGS, arrow_schema, load_contract
 
     rng = np.random.default_rng(seed)
     f0 = rng.integers(0, 3, n)
@@ -51,13 +52,32 @@ def synthetic_logs(spark, n: int = 4000, mode: str = "uniform_ranked", n_ads: in
         rows.append((f"{seed}-{t}", _dt.datetime(d.year, d.month, d.day, 12, 0, 0), f"c{ctx[t]}",
                      {"f0": str(f0[t]), "f1": str(f1[t])}, policy or mode,
                      [(j + 1, names[t][j], float(props[t, j]), float(rewards[t, j])) for j in range(k)], None, d))
-    df = spark.createDataFrame(rows, load_contract(LOGS).struct_type())
+    if spark is None:
+        import pyarrow as pa
+
+        names_ = [f.name for f in load_contract(LOGS).struct_type().fields]
+        recs = [dict(zip(names_, r)) for r in rows]
+        for rec in recs:
+            rec["slots"] = [dict(zip(("position", "ad_id", "propensity", "reward"), s)) for s in rec["slots"]]
+        df = pa.Table.from_pylist(recs, schema=arrow_schema(LOGS))
+    else:
+        df = spark.createDataFrame(rows, load_contract(LOGS).struct_type())
     return df, {"f0": f0, "f1": f1, "ctx": ctx, "ads": np.array(names), "props": props, "rewards": rewards,
                 "day": day}
 
 
 def deterministic_decisions(spark, logs_df, policy_id: str, ads_by_position: dict):
-    """Decisions of a context-free deterministic target: position -> ad, for every logged event."""
+    """Decisions of a context-free deterministic target: position -> ad, for every logged event (a Spark
+    DataFrame for Spark logs, a pyarrow Table for pyarrow logs)."""
+    import pyarrow as pa
+
+    if isinstance(logs_df, pa.Table):
+        from ..contract import DECISIONS, arrow_schema
+
+        slots = [{"position": int(p), "ad_id": a, "probability": 1.0} for p, a in sorted(ads_by_position.items())]
+        recs = [{"policy_id": policy_id, "event_id": e, "slots": slots, "base_policy": None, "dt": d}
+                for e, d in zip(logs_df["event_id"].to_pylist(), logs_df["dt"].to_pylist())]
+        return pa.Table.from_pylist(recs, schema=arrow_schema(DECISIONS))
     from pyspark.sql import functions as F
 
     slots = F.array(*[F.struct(F.lit(int(p)).alias("position"), F.lit(a).alias("ad_id"),

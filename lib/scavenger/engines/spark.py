@@ -33,8 +33,7 @@ def _storage_level(spark):
 
 
 def _nanos_columns(files: list) -> set:
-    """Top-level columns stored as Parquet INT64 TIMESTAMP(NANOS) (pandas' and pyarrow's default), which Spark
-    reads only as longs (spark.sql.legacy.parquet.nanosAsLong)."""
+    """Top-level columns stored as Parquet INT64 TIMESTAMP(NANOS) (pandas' and pyarrow's default)."""
     import pyarrow.parquet as pq
 
     loc = fs.resolve(files[0])
@@ -42,12 +41,26 @@ def _nanos_columns(files: list) -> set:
     out = set()
     for i in range(meta.num_columns):
         col = meta.schema.column(i)
-        if "." in col.path:
-            continue
-        logical = str(col.logical_type)
-        if col.physical_type == "INT64" and "Timestamp" in logical and "NANOS" in logical.upper():
+        logical = str(col.logical_type).upper()
+        if "." not in col.path and col.physical_type == "INT64" and "TIMESTAMP" in logical and "NANOS" in logical:
             out.add(col.path)
     return out
+
+
+def _as_longs(schema, names: set):
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    return StructType([StructField(f.name, LongType(), True) if f.name in names else f for f in schema.fields])
+
+
+def _long_timestamps(df, contract) -> set:
+    """Contract timestamp columns Spark read as longs (Parquet INT64 nanoseconds under
+    spark.sql.legacy.parquet.nanosAsLong): converted from nanoseconds by the conform step."""
+    from pyspark.sql.types import LongType, TimestampType
+
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    return {f.name for f in contract.struct_type().fields
+            if isinstance(f.dataType, TimestampType) and isinstance(fields.get(f.name), LongType)}
 
 
 class SparkEngine(Engine):
@@ -94,15 +107,22 @@ class SparkEngine(Engine):
 
         parts = []
         if source.kind == "files":
+            # Parquet INT64 nanosecond timestamps (pandas' and pyarrow's default) are refused by Spark unless read
+            # as longs; the conform step turns those longs back into timestamps (_long_timestamps)
             self.spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
             for key, groups in source.days.items():
                 if key is not None and days is not None and key not in days:
                     continue
                 for g in groups:
                     raw = f"{name}__{len(parts)}"
-                    self.spark.read.parquet(*[_spark_path(f) for f in g.files]).createOrReplaceTempView(raw)
+                    df = self.spark.read.parquet(*[_spark_path(f) for f in g.files])
+                    nanos = _nanos_columns(g.files)
+                    if nanos:   # read those as longs explicitly: Spark's inferred timestamp cannot be decoded
+                        df = self.spark.read.schema(_as_longs(df.schema, nanos)).parquet(
+                            *[_spark_path(f) for f in g.files])
+                    df.createOrReplaceTempView(raw)
                     self._views.append(raw)
-                    parts.append(conform_sql(contract, raw, g.schema, g.dt, _nanos_columns(g.files)))
+                    parts.append(conform_sql(contract, raw, g.schema, g.dt, _long_timestamps(df, contract)))
             where = _days_filter(days) if None in source.days else ""
         else:
             df = self.spark.table(source.obj) if source.kind == "table" else source.obj

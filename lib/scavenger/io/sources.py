@@ -119,10 +119,13 @@ def _groups(files: list, contract, day, flag: str) -> list:
 
 # ---- can a column become the contract's type? ---------------------------------------------------------------
 def _kind(t) -> str:
-    """The contract-level kind of a pyarrow type: string, integer, double, timestamp, date, map, list, struct, other."""
+    """The contract-level kind of a pyarrow type: string, integer, double, timestamp, date, map, list, struct,
+    pairs (a list of (key, value) pairs: a map as pandas writes it back), other."""
     import pyarrow as pa
     import pyarrow.types as T
 
+    if is_pairs(t):
+        return "pairs"
     if T.is_string(t) or T.is_large_string(t) or (hasattr(T, "is_string_view") and T.is_string_view(t)):
         return "string"
     if T.is_dictionary(t):
@@ -152,9 +155,21 @@ _ACCEPTS = {  # contract kind -> source kinds a cast can turn into it (values th
     "double": {"double", "integer", "string", "null"},
     "timestamp": {"timestamp", "string", "date", "null"},
     "date": {"date", "string", "timestamp", "null"},
-    "map": {"map", "null"},
+    "map": {"map", "null", "pairs"},
     "list": {"list", "null"},
 }
+
+
+def is_pairs(t) -> bool:
+    """A list of 2-element lists of strings, or of structs of two fields: a map after a pandas round trip."""
+    import pyarrow.types as T
+
+    if not (T.is_list(t) or T.is_large_list(t)):
+        return False
+    v = t.value_type
+    if T.is_struct(v):
+        return v.num_fields == 2
+    return (T.is_list(v) or T.is_large_list(v)) and (T.is_string(v.value_type) or T.is_large_string(v.value_type))
 
 
 def _spark_kind(data_type) -> str:

@@ -156,11 +156,22 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     est = finish(estimate_window(stats, policies, run, ctx, names), ctx, window, options.level)
     diag = _diagnostics(stats, policies, ctx, notes)
     by_day = _by_day(stats, policies, run, options, window, names) if options.by_day else None
+    named = _named(options.estimators)
     refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
-               if not r["identified"] and options.estimators and _base_name(r["estimator"]) in wanted]
+               if not r["identified"] and _base_name(r["estimator"]) in named]
     return Evaluation(estimates=est, diagnostics=diag, adc=ctx.adc_table, window=window, estimates_by_day=by_day,
                       notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
                                      for r in est.to_dict("records") if not r["identified"]], refused=refused)
+
+
+def _named(estimators) -> set:
+    """Estimators the user named one by one (a group such as ``scavenging`` or ``slate`` names none): one of
+    them that the data cannot identify makes the run exit 3; the others are left with their reason."""
+    out = set()
+    for e in estimators or []:
+        if e.strip() and e.strip() not in registry.GROUPS:
+            out.add(registry.get(e.strip()).name)
+    return out
 
 
 def _by_day(stats, policies, run, options, window, derived=()) -> pd.DataFrame:

@@ -1,0 +1,149 @@
+"""Inputs as users write them (issue 26 item 3): Parquet written by pandas, pyarrow, DuckDB and Polars with their
+defaults (nanosecond timestamps, int64 positions, large strings, maps as lists of pairs) gives the same
+statistics as the Spark-written original; a file fixed in place beside Spark's stale checksum reads as it is now;
+a column that cannot be converted, a truncated or a non-Parquet file exit 2 naming the file (and the column and
+types)."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from reference import build_random, write_parquet
+from scavenger.cli import main
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+    root = tmp_path_factory.mktemp("orig")
+    data = build_random(seed=6, K=3, n_ads=6, days=(0, 1), per_day=80, with_nulls=False)
+    write_parquet(data, str(root))
+    return str(root)
+
+
+def _evaluate(logs, decisions, out, engine="duckdb") -> pd.DataFrame:
+    code = main(["evaluate", "--logs", logs, "--decisions", decisions, "--out", str(out), "--engine", engine,
+                 "--estimators", "pi,ips,scavenging", "--gate", "report", "--no-great-expectations"])
+    assert code == 0
+    return pd.read_parquet(f"{out}/estimates").sort_values(["policy_id", "estimator", "interval_kind"])
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert a[["policy_id", "estimator"]].values.tolist() == b[["policy_id", "estimator"]].values.tolist()
+    pd.testing.assert_series_equal(a["value"].reset_index(drop=True), b["value"].reset_index(drop=True), rtol=1e-12)
+    assert a["n_events"].tolist() == b["n_events"].tolist()
+
+
+def _rewrite(src: str, dst: str, writer) -> None:
+    shutil.copytree(src, dst)
+    for f in glob.glob(f"{dst}/dt=*/*.parquet"):
+        table = pq.read_table(f)
+        os.remove(f)
+        writer(table, f)
+
+
+def _pandas(table, path):
+    df = table.to_pandas()                       # maps become lists of pairs, timestamps datetime64[ns]
+    df["slots"] = [[{**s, "position": int(s["position"])} for s in v] for v in df["slots"]]
+    df.to_parquet(path.replace(".parquet", "-pd.parquet"), index=False)
+
+
+def _widen(t):
+    """int32 -> int64, string -> large_string, inside structs and lists too (pyarrow users' usual types)."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _widen(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(_widen(t.value_type))
+    if pa.types.is_int32(t):
+        return pa.int64()
+    if pa.types.is_string(t):
+        return pa.large_string()
+    return t
+
+
+def _pyarrow(table, path):
+    t = table.set_column(table.schema.get_field_index("slots"), "slots",
+                         table["slots"].cast(_widen(table.schema.field("slots").type)))
+    t = t.set_column(t.schema.get_field_index("event_id"), "event_id", t["event_id"].cast(pa.large_string()))
+    if "event_time" in t.schema.names:
+        t = t.set_column(t.schema.get_field_index("event_time"), "event_time",
+                         t["event_time"].cast(pa.timestamp("ns")))
+    pq.write_table(t, path)
+
+
+def _polars(table, path):
+    import polars as pl
+
+    pl.from_arrow(table).write_parquet(path.replace(".parquet", "-pl.parquet"))
+
+
+@pytest.mark.parametrize("writer", [_pandas, _pyarrow, _polars])
+def test_writers_defaults_read_like_the_original(original, tmp_path, writer):
+    if writer is _polars:
+        pytest.importorskip("polars")
+    base = _evaluate(f"{original}/logs", f"{original}/decisions", tmp_path / "base")
+    _rewrite(f"{original}/logs", str(tmp_path / "logs"), writer)
+    _rewrite(f"{original}/decisions", str(tmp_path / "decisions"), writer)
+    _same(base, _evaluate(str(tmp_path / "logs"), str(tmp_path / "decisions"), tmp_path / "out"))
+
+
+def test_duckdb_written_dataset_reads_like_the_original(original, tmp_path):
+    base = _evaluate(f"{original}/logs", f"{original}/decisions", tmp_path / "base")
+    con = duckdb.connect()
+    for name in ("logs", "decisions"):
+        con.execute(f"COPY (SELECT * FROM read_parquet('{original}/{name}/*/*.parquet', hive_partitioning = true, "
+                    f"hive_types = {{'dt': DATE}})) TO '{tmp_path}/{name}' (FORMAT PARQUET, PARTITION_BY (dt))"
+                    ).fetchall()
+    _same(base, _evaluate(f"{tmp_path}/logs", f"{tmp_path}/decisions", tmp_path / "out"))
+
+
+def test_mixed_writers_and_a_file_fixed_in_place_on_spark(spark, original, tmp_path):
+    """Spark reads day 1 rewritten by pyarrow (nanosecond timestamps) in place beside a stale .crc, and day 2
+    written by pandas, with the same numbers as DuckDB on the original."""
+    base = _evaluate(f"{original}/logs", f"{original}/decisions", tmp_path / "base")
+    root = tmp_path / "mixed"
+    shutil.copytree(f"{original}/logs", root)
+    days = sorted(glob.glob(f"{root}/dt=*"))
+    f1 = glob.glob(f"{days[0]}/*.parquet")[0]
+    with open(os.path.join(days[0], f".{os.path.basename(f1)}.crc"), "wb") as fh:
+        fh.write(b"stale checksum")
+    _pyarrow(pq.read_table(f1), f1)
+    f2 = glob.glob(f"{days[1]}/*.parquet")[0]
+    t2 = pq.read_table(f2)
+    os.remove(f2)
+    _pandas(t2, f2)
+    _same(base, _evaluate(str(root), f"{original}/decisions", tmp_path / "out", engine="spark"))
+
+
+def test_column_that_cannot_convert_is_exit_2_naming_file_column_and_types(original, tmp_path, capsys):
+    root = tmp_path / "bad"
+    shutil.copytree(f"{original}/logs", root)
+    f = glob.glob(f"{root}/dt=*/*.parquet")[0]
+    t = pq.read_table(f)
+    t = t.set_column(t.schema.get_field_index("slots"), "slots", pa.array(["x"] * t.num_rows))
+    pq.write_table(t, f)
+    out = tmp_path / "out"
+    assert main(["evaluate", "--logs", str(root), "--decisions", f"{original}/decisions", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f in err and "column slots" in err and "string" in err and "array<struct<position:int" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not_parquet"])
+def test_truncated_or_foreign_file_is_exit_2_naming_it(original, tmp_path, capsys, damage):
+    root = tmp_path / "bad"
+    shutil.copytree(f"{original}/logs", root)
+    f = glob.glob(f"{root}/dt=*/*.parquet")[0]
+    with open(f, "rb") as fh:
+        body = fh.read()
+    with open(f, "wb") as fh:
+        fh.write(body[: len(body) // 2] if damage == "truncated" else b"event_id,slots\n1,2\n")
+    assert main(["adc", "--logs", str(root), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f in err and "not a readable Parquet file" in err
