@@ -243,14 +243,14 @@ def _pairs_entries(name: str, t) -> str:
     return f"transform({name}, x -> named_struct('key', x[0], 'value', x[1]))"
 
 
-def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()) -> str:
+def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=(), carry=()) -> str:
     """SELECT of ``view`` as the contract's columns and types (Spark SQL; DuckDB via sqlglot).
 
     ``schema``: the source's pyarrow schema. Values that do not parse become null (``try_cast``) and are then
     quarantined with a reason; missing optional columns are null; ``dt`` is the partition's date when the files do
     not hold it. An array of structs is cast as a whole when its fields are the contract's in the contract's order,
     else rebuilt field by field by name. ``nanos_as_long``: timestamp columns Spark reads as nanoseconds since the
-    epoch (Parquet INT64 nanos)."""
+    epoch (Parquet INT64 nanos). ``carry``: extra columns passed through (a row id)."""
     from pyspark.sql.types import ArrayType, StructType
 
     names = list(schema.names)
@@ -277,6 +277,7 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
                             f"AS {f.name}")
         else:
             cols.append(f"try_cast({f.name} AS {t}) AS {f.name}")
+    cols += list(carry)
     return "SELECT " + ", ".join(cols) + f" FROM {view}"
 
 

@@ -65,7 +65,8 @@ class DuckDBEngine(Engine):
     # -- relations -------------------------------------------------------------------------------------------
     def _exec(self, sql: str) -> None:
         """Run a statement and consume its result (DuckDB refuses other work on the connection until then)."""
-        self.con.execute(sql).fetchall()
+        with _timed(sql):
+            self.con.execute(sql).fetchall()
 
     def _sql(self, sql: str, label: str) -> str:
         return to_duckdb(sql, label)
@@ -78,7 +79,8 @@ class DuckDBEngine(Engine):
         (self._kept if keep else self._tables).append(name)
 
     def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
-        return normalize_frame(self.con.execute(self._sql(sql, label)).df())
+        with _timed(label):
+            return normalize_frame(self.con.execute(self._sql(sql, label)).df())
 
     def register_frame(self, name: str, frame: pd.DataFrame) -> None:
         self.con.register(f"{name}__df", frame)
@@ -102,16 +104,21 @@ class DuckDBEngine(Engine):
             return
         if source.kind != "files" or not fs.is_local(source.uri):
             raise RuntimeError(f"DuckDB reads local Parquet only; {source.name} needs the Spark engine")
-        parts = []
+        parts, n_files = [], 0
         for key, groups in source.days.items():
             if key is not None and days is not None and key not in days:
                 continue
-            for i, g in enumerate(groups):
+            for g in groups:
                 raw = f"{name}__{len(parts)}"
                 files = ", ".join(_quote(f) for f in g.files)
-                self._exec(f"CREATE OR REPLACE TEMP VIEW {raw} AS SELECT * FROM read_parquet([{files}], "
-                           f"hive_partitioning = false)")
-                parts.append(conform_sql(contract, raw, g.schema, g.dt))
+                # _rid: a row id from the file's place in the list and the row's place in the file (unique, and
+                # computed in parallel, unlike row_number() OVER ())
+                rid = (f"CAST(({n_files} + list_position([{files}], filename)) AS BIGINT) * 4294967296 "
+                       f"+ file_row_number AS _rid")
+                self._exec(f"CREATE OR REPLACE TEMP VIEW {raw} AS SELECT *, {rid} FROM read_parquet([{files}], "
+                           f"hive_partitioning = false, filename = true, file_row_number = true)")
+                n_files += len(g.files)
+                parts.append(self._sql(conform_sql(contract, raw, g.schema, g.dt, carry=("_rid",)), raw))
         if not parts:
             from ..contract import sql_type
             cols = ", ".join(f"CAST(NULL AS {sql_type(f.dataType)}) AS {f.name}"
@@ -120,10 +127,11 @@ class DuckDBEngine(Engine):
             return
         union = " UNION ALL ".join(f"SELECT * FROM ({p}) c{i}" for i, p in enumerate(parts))
         where = _days_filter(days) if None in source.days else ""
-        self._with_rid(name, f"SELECT * FROM ({union}) u" + (f" WHERE {where}" if where else ""))
+        self._exec(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM ({union}) u"
+                   + (f" WHERE {self._sql(where, 'days')}" if where else ""))
 
     def _with_rid(self, name: str, sql: str) -> None:
-        """The conformed rows plus ``_rid``, a row id in read order (ties of duplicate keys, joins back)."""
+        """The rows of ``sql`` plus ``_rid``, a row id in read order (in-memory tables)."""
         self._exec(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *, row_number() OVER () AS _rid "
                    f"FROM ({self._sql(sql, name)}) r")
 
@@ -163,6 +171,23 @@ class DuckDBEngine(Engine):
         self.release()
         self.con.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _timed(label: str):
+    """SCAVENGER_PROFILE=1: the seconds of every statement on stderr."""
+    import contextlib
+    import sys
+    import time
+
+    if os.environ.get("SCAVENGER_PROFILE") != "1":
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def _cm():
+        t = time.perf_counter()
+        yield
+        print(f"[profile] {time.perf_counter() - t:8.2f}s {' '.join(label.split())[:110]}", file=sys.stderr)
+    return _cm()
 
 
 def _days_filter(days) -> str:

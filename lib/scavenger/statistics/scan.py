@@ -99,8 +99,9 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
         n = int(log_counts["quarantined"].sum()) if len(log_counts) else 0
         _write_quarantine(engine, L.quarantined(run_id), f"{quarantine_dir}/logs", days, n)
     engine.view("scv_flat_slots", L.flat(K))
-    engine.view("scv_flat", L.flat_columns(K))
     wanted = plan.tables(decisions is not None or bool(derived), bool(config.fixed_calibration_key))
+    keys = "slate_actions" in wanted
+    engine.materialize("scv_flat", L.flat_columns(K, keys))   # read by every table below: computed once
     tables = {"log_counts": log_counts}
     big = {}
     if K > 0:
@@ -110,6 +111,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
         if "context_cells" in wanted:
             tables["context_cells"] = engine.fetch(T.context_cells(), "context_cells")
         if "pair_strata" in wanted and K > 1:
+            engine.materialize("scv_pair_cells", T.pair_cells(K))
             tables["pair_strata"] = engine.fetch(T.pair_strata(), "pair_strata")
         if "calibration_cells" in wanted:
             tables["calibration_cells"] = engine.fetch(

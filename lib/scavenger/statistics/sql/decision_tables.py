@@ -74,8 +74,8 @@ GROUP BY dt, policy_id, held, tkey"""
 
 def _q(j: int) -> str:
     """q_j = pi(the slot's ad at position j | x) (entries with probability > 0)."""
-    return (f"CASE WHEN simple THEN CASE WHEN try_element_at(dss, {j}).ad_id = s.ad_id "
-            f"AND try_element_at(dss, {j}).probability > 0 THEN try_element_at(dss, {j}).probability ELSE 0D END "
+    return (f"CASE WHEN simple THEN CASE WHEN try_element_at(dslots, {j}).ad_id = s.ad_id "
+            f"AND try_element_at(dslots, {j}).probability > 0 THEN try_element_at(dslots, {j}).probability ELSE 0D END "
             f"ELSE aggregate(filter(dslots, x -> x.position = {j} AND x.ad_id = s.ad_id AND x.probability > 0), "
             f"0D, (acc, x) -> acc + x.probability) END")
 
@@ -92,17 +92,22 @@ def factored(K: int) -> str:
 SELECT dt, policy_id, ad_id, pos_i, {", ".join(sums)}
 FROM (
   SELECT dt, policy_id, s.ad_id AS ad_id, s.position AS pos_i, coalesce(s.reward, 0D) AS rew, {qs}
-  FROM scv_joined LATERAL VIEW explode(ss) x AS s
-  WHERE clean AND clicked AND coalesce(s.reward, 0D) <> 0D
+  FROM (SELECT dt, policy_id, simple, dslots, explode(ss) AS s FROM scv_joined WHERE clean AND clicked) x
+  WHERE coalesce(s.reward, 0D) <> 0D
 ) q
 GROUP BY dt, policy_id, ad_id, pos_i"""
 
 
 def target_placements() -> str:
     """(dt, policy_id, logging_policy, ad_id, pos_j): s_p = sum over events of pi(ad at j | x), the target's
-    expected placements (with T_a: its mass on ads never logged; checks b and c: its mass per logging policy)."""
+    expected placements (with T_a: its mass on ads never logged; checks b and c: its mass per logging policy).
+    Events with the same decision are counted first, so a target that repeats its slates explodes each once."""
     return """
-SELECT dt, policy_id, logging_policy, x.ad_id AS ad_id, x.position AS pos_j, sum(x.probability) AS s_p
-FROM scv_joined LATERAL VIEW explode(dslots) e AS x
-WHERE clean AND x.probability > 0
+SELECT dt, policy_id, logging_policy, x.ad_id AS ad_id, x.position AS pos_j, sum(x.probability * n) AS s_p
+FROM (
+  SELECT dt, policy_id, logging_policy, n, explode(dslots) AS x
+  FROM (SELECT dt, policy_id, logging_policy, dslots, count(1) AS n FROM scv_joined WHERE clean
+        GROUP BY dt, policy_id, logging_policy, dslots) d
+) e
+WHERE x.probability > 0
 GROUP BY dt, policy_id, logging_policy, x.ad_id, x.position"""

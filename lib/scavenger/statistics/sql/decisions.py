@@ -22,67 +22,74 @@ def _target(k: int, K: int) -> dict:
     (t). ``simple``: the decision holds one entry per position 1..K (the common shape), read by index."""
     lookup = (f"aggregate(filter(dslots, x -> x.position = {k} AND x.ad_id = a_{k}), 0D, "
               f"(acc, x) -> acc + x.probability)")
-    pi = (f"CASE WHEN NOT h_{k} THEN NULL WHEN simple THEN CASE WHEN try_element_at(dss, {k}).ad_id = a_{k} "
-          f"THEN try_element_at(dss, {k}).probability ELSE 0D END ELSE {lookup} END")
-    t = (f"CASE WHEN simple THEN try_element_at(dss, {k}).ad_id ELSE "
+    pi = (f"CASE WHEN NOT h_{k} THEN NULL WHEN simple THEN CASE WHEN try_element_at(dslots, {k}).ad_id = a_{k} "
+          f"THEN try_element_at(dslots, {k}).probability ELSE 0D END ELSE {lookup} END")
+    t = (f"CASE WHEN simple THEN try_element_at(dslots, {k}).ad_id ELSE "
          f"try_element_at(filter(dslots, x -> x.position = {k} AND x.probability > 0), 1).ad_id END")
     return {"pi": pi, "t": t}
 
 
 def joined(cfg: RuleConfig, K: int) -> str:
     """scv_joined: every decision row of the day, its rule flags, its event's clean flat columns (left join on
-    (event_id, dt): the one join), DUPLICATE_DECISION by a window over (event_id, dt, policy_id) (the join's own
-    partitioning, so no second shuffle), and the per-(event, policy) values: pi_k, Y_k, det (deterministic),
-    tkey (the target's slate on the held positions), match (tkey = lkey), reorder (the target shows the logged ads
-    in another order)."""
+    (event_id, dt): the one join), DUPLICATE_DECISION (rows after the first read of a (policy_id, event_id); all of
+    them with quarantine_all) from a count of the repeated keys joined back, and the per-(event, policy) values:
+    pi_k, Y_k, det (deterministic), tkey (the target's slate on the held positions), tset (its ads)."""
     ks = range(1, K + 1)
     ev_cols = ["logging_policy", "fold", "held", "r", "clicked", "miss", "lkey", "lset"]
     ev_cols += [f"{c}_{k}" for k in ks for c in ("a", "mu", "h")]
-    dup = "dup_rank > 1" if cfg.duplicates == "keep_first" else "dup_n > 1"
-    simple = " AND ".join([f"size(dslots) = {K}"] + [f"try_element_at(dss, {k}).position = {k}" for k in ks]) \
+    dup = "k.first_rid <> d._rid" if cfg.duplicates == "keep_first" else "k.dup_n > 1"
+    simple = " AND ".join([f"size(dslots) = {K}"] + [f"try_element_at(dslots, {k}).position = {k}" for k in ks]) \
         if K else "false"
     targets = {k: _target(k, K) for k in ks}
-    pis = ",\n  ".join(f"{targets[k]['pi']} AS pi_{k}" for k in ks)
-    ts = ",\n  ".join(f"{targets[k]['t']} AS t_{k}" for k in ks)
-    ys = ",\n  ".join(f"CASE WHEN NOT h_{k} THEN 1D ELSE try_divide(pi_{k}, mu_{k}) END AS Y_{k}" for k in ks)
+    pis = "".join(f",\n    {targets[k]['pi']} AS pi_{k}" for k in ks)
+    ts = "".join(f",\n    {targets[k]['t']} AS t_{k}" for k in ks)
+    ys = "".join(f",\n  CASE WHEN NOT h_{k} THEN 1D ELSE try_divide(pi_{k}, mu_{k}) END AS Y_{k}" for k in ks)
     tkey = ", ".join(f"CASE WHEN h_{k} THEN concat('{k}:', coalesce(t_{k}, '<none>')) END" for k in ks)
-    det_simple = " AND ".join(f"try_element_at(dss, {k}).probability = 1D" for k in ks) or "true"
-    others = [c for c in DECISION_REASONS if c not in ("DUPLICATE_DECISION", "UNKNOWN_EVENT", "EVENT_QUARANTINED")]
-    sep = ",\n  " if K else ""
+    det_simple = " AND ".join(f"try_element_at(dslots, {k}).probability = 1D" for k in ks) or "true"
+    simple_dev = "greatest(" + ", ".join(f"abs(try_element_at(dslots, {k}).probability - 1D)" for k in ks) + \
+        (", 0D)" if K else "0D)")
+    tset_simple = "array_sort(array(" + ", ".join(f"try_element_at(dslots, {k}).ad_id" for k in ks) + "))" \
+        if K else "CAST(array() AS ARRAY<STRING>)"
+    dec_flags = [flag(c) for c, _ in decision_rules(cfg)]
+    keep = ", ".join(["policy_id", "event_id", "dt", "base_policy", "dslots", "simple", "ev_clean", "sum_dev",
+                      *dec_flags, flag("DUPLICATE_DECISION"), flag("UNKNOWN_EVENT"), flag("EVENT_QUARANTINED"),
+                      flag("PROBABILITY_SUM"), "ss", *ev_cols])
     return f"""
 WITH d AS (
-  SELECT policy_id, event_id, dt, slots, base_policy, _rid,
-    {flag_columns(decision_rules(cfg))},
-    {sum_deviation_sql()} AS sum_dev
+  SELECT policy_id, event_id, dt, base_policy, _rid, sort_array(slots) AS dslots,
+    {flag_columns(decision_rules(cfg))}
   FROM scv_dec
+), k AS (
+  SELECT event_id, dt, policy_id, count(1) AS dup_n, min(_rid) AS first_rid
+  FROM scv_dec WHERE event_id IS NOT NULL AND dt IS NOT NULL AND policy_id IS NOT NULL
+  GROUP BY event_id, dt, policy_id HAVING count(1) > 1
 ), j AS (
-  SELECT d.*, e.event_id IS NOT NULL AS ev_clean, q.event_id IS NOT NULL AS ev_quarantined,
+  SELECT d.*, {simple} AS simple, e.event_id IS NOT NULL AS ev_clean,
     {", ".join(f"e.{c}" for c in ev_cols)},
-    CASE WHEN e.clicked THEN e.ss END AS ss
+    CASE WHEN e.clicked THEN e.ss END AS ss,
+    coalesce({dup}, false) AS {flag('DUPLICATE_DECISION')},
+    d.event_id IS NOT NULL AND e.event_id IS NULL AND q.event_id IS NULL AS {flag('UNKNOWN_EVENT')},
+    e.event_id IS NULL AND q.event_id IS NOT NULL AS {flag('EVENT_QUARANTINED')}
   FROM d LEFT JOIN scv_flat e ON d.event_id = e.event_id AND d.dt = e.dt
   LEFT JOIN scv_qkeys q ON d.event_id = q.event_id AND d.dt = q.dt
-), w AS (
-  SELECT j.*, count(1) OVER (PARTITION BY event_id, dt, policy_id) AS dup_n,
-    row_number() OVER (PARTITION BY event_id, dt, policy_id
-                       ORDER BY base_policy ASC NULLS LAST, _rid) AS dup_rank
-  FROM j
+  LEFT JOIN k ON d.event_id = k.event_id AND d.dt = k.dt AND d.policy_id = k.policy_id
 ), f AS (
-  SELECT w.*, slots AS dslots, sort_array(slots) AS dss,
-    coalesce(event_id IS NOT NULL AND dt IS NOT NULL AND {dup}, false) AS {flag('DUPLICATE_DECISION')},
-    event_id IS NOT NULL AND NOT ev_clean AND NOT ev_quarantined AS {flag('UNKNOWN_EVENT')},
-    NOT ev_clean AND ev_quarantined AS {flag('EVENT_QUARANTINED')}
-  FROM w
+  SELECT j.*, CASE WHEN simple THEN {simple_dev} ELSE {sum_deviation_sql('dslots')} END AS sum_dev
+  FROM j
 ), g AS (
-  SELECT f.*, NOT ({any_flag_sql(DECISION_REASONS)}) AS clean, {simple} AS simple
+  SELECT f.*, coalesce(sum_dev > {float(cfg.sum_tolerance)!r}, false) AS {flag('PROBABILITY_SUM')}
   FROM f
 ), p AS (
-  SELECT g.*{sep}{pis}{sep}{ts},
+  SELECT {keep},
+    NOT ({any_flag_sql(DECISION_REASONS)}) AS clean{pis}{ts},
     CASE WHEN simple THEN {det_simple}
          ELSE size(filter(dslots, x -> x.probability > 0 AND x.probability < 1)) = 0 END AS det,
-    array_join(array_sort(transform(filter(dslots, x -> x.probability > 0), x -> x.ad_id)), '|') AS tset
+    CASE WHEN simple THEN {tset_simple}
+         ELSE array_sort(transform(filter(dslots, x -> x.probability > 0), x -> x.ad_id))
+    END AS tset
   FROM g
 )
-SELECT p.*{sep}{ys},
+SELECT p.*{ys},
   concat_ws('|', {tkey or "''"}) AS tkey
 FROM p"""
 

@@ -12,17 +12,14 @@ CONTRACT_COLUMNS = "event_id, event_time, context_id, context, logging_policy, s
 
 
 def events(cfg: RuleConfig) -> str:
-    """scv_ev: the conformed rows, a flag per row rule, the slots in position order (``ss``), an id hash (the
-    first 16 hex digits of md5(event_id): equal in both engines) and the cross-fitting fold (its last digit's
-    parity: a fair coin per event, fixed by the id)."""
+    """scv_ev: the conformed rows, a flag per row rule, an id hash (the first 16 hex digits of md5(event_id): equal
+    in both engines) and the cross-fitting fold (the parity of its last digit: a fair coin per event, fixed by the
+    id)."""
     return f"""
-SELECT {CONTRACT_COLUMNS}, _rid,
-  sort_array(slots) AS ss,
-  coalesce(size(slots), 0) AS n_slots,
-  substr(md5(coalesce(event_id, '')), 1, 16) AS id_hash,
-  CASE WHEN instr('13579bdf', substr(md5(coalesce(event_id, '')), 16, 1)) > 0 THEN 1 ELSE 0 END AS fold,
+SELECT {CONTRACT_COLUMNS}, _rid, n_slots, substr(h, 1, 16) AS id_hash,
+  CASE WHEN instr('13579bdf', substr(h, 16, 1)) > 0 THEN 1 ELSE 0 END AS fold,
   {flag_columns(log_rules(cfg))}
-FROM scv_logs"""
+FROM (SELECT scv_logs.*, md5(coalesce(event_id, '')) AS h, coalesce(size(slots), 0) AS n_slots FROM scv_logs) l"""
 
 
 def duplicates() -> str:
@@ -74,7 +71,7 @@ SELECT dt,
   min(array_min(transform(filter(slots, s -> NOT isnan(s.reward)), s -> s.reward))) AS min_reward,
   max(array_max(transform(filter(slots, s -> NOT isnan(s.reward)), s -> s.reward))) AS max_reward,
   min(n_slots) AS min_slots, max(n_slots) AS max_slots,
-  max(CASE WHEN clean THEN try_element_at(ss, -1).position END) AS k_max,
+  max(CASE WHEN clean THEN array_max(transform(slots, s -> s.position)) END) AS k_max,
   count(DISTINCT CASE WHEN clean THEN logging_policy END) AS logging_policies
 FROM scv_events
 GROUP BY dt"""
@@ -95,12 +92,16 @@ def event_ids() -> str:
     return f"SELECT dt, id_hash FROM scv_events WHERE event_id IS NOT NULL AND NOT {flag('DUPLICATE_EVENT_ID')}"
 
 
-def _slot(k: int, K: int) -> str:
-    """The slot at position k: element k of the sorted slots when the row holds exactly positions 1..K (positions
-    are distinct and >= 1 in a clean row, so then element k has position k), else the element with position k."""
-    exact = f"(n_slots = {K} AND try_element_at(ss, {K}).position = {K})"
-    return (f"CASE WHEN {exact} THEN try_element_at(ss, {k}) "
-            f"ELSE try_element_at(filter(ss, s -> s.position = {k}), 1) END")
+def _in_order(K: int) -> str:
+    """The row holds exactly positions 1..K, in that order (most writers' shape): slot k is element k."""
+    return " AND ".join([f"n_slots = {K}"] + [f"try_element_at(slots, {k}).position = {k}" for k in range(1, K + 1)])
+
+
+def _slot(k: int) -> str:
+    """The slot at position k: element k when the row is in order, else the element with position k (positions are
+    distinct in a clean row)."""
+    return (f"CASE WHEN in_order THEN try_element_at(slots, {k}) "
+            f"ELSE try_element_at(filter(slots, s -> s.position = {k}), 1) END")
 
 
 def flat(K: int) -> str:
@@ -110,16 +111,18 @@ def flat(K: int) -> str:
       miss   a held slot lacks its propensity (the event cannot enter importance weights)
       lkey   the logged (partial) slate as text 'k:ad|...': the scavenging action
       held   the positions the row holds, e.g. '1,2,3' (a row holding all K positions: the full slate)
-      lset   the logged ads in sorted order (a target showing the same set re-orders the slate)"""
-    slots = ",\n  ".join(f"{_slot(k, K)} AS s_{k}" for k in range(1, K + 1))
+      lset   the logged ads, sorted (a target showing the same set re-orders the slate)
+      k_held the largest position the row holds"""
+    slots = ",\n  ".join(f"{_slot(k)} AS s_{k}" for k in range(1, K + 1))
     return f"""
-SELECT dt, event_id, logging_policy, context_id, context, fold, ss, n_slots, slate_reward,
+SELECT dt, event_id, logging_policy, context_id, context, fold, slots AS ss, n_slots, slate_reward,
   {slots}
-FROM scv_events WHERE clean"""
+FROM (SELECT scv_events.*, {_in_order(K) if K else "false"} AS in_order FROM scv_events WHERE clean) e"""
 
 
-def flat_columns(K: int) -> str:
-    """scv_flat over scv_flat_slots (see :func:`flat`)."""
+def flat_columns(K: int, keys: bool = True) -> str:
+    """scv_flat over scv_flat_slots (see :func:`flat`); ``keys``: the slate key lkey (the direct approach's tables
+    need it; building it is the costliest string work of the pass)."""
     ks = range(1, K + 1)
     cols = []
     for k in ks:
@@ -139,7 +142,8 @@ SELECT dt, event_id, logging_policy, context_id, context, fold, ss, n_slots,
   {miss} AS miss,
   {nnull} AS n_null_reward,
   {click} AS clicked,
-  concat_ws('|', {lkey}) AS lkey,
+  {f"concat_ws('|', {lkey})" if keys else "CAST(NULL AS STRING)"} AS lkey,
   concat_ws(',', {held}) AS held,
-  array_join(array_sort(array_compact(array({ads}))), '|') AS lset
+  array_sort(array_compact(array({ads}))) AS lset,
+  {f"greatest({', '.join(f'CASE WHEN s_{k} IS NOT NULL THEN {k} END' for k in ks)})"} AS k_held
 FROM scv_flat_slots"""

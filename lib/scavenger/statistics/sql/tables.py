@@ -40,7 +40,7 @@ SELECT dt, logging_policy, count(1) AS n_events, CAST(sum(n_slots) AS BIGINT) AS
   CAST(sum(CASE WHEN miss THEN 1 ELSE 0 END) AS BIGINT) AS n_missing_propensity,
   CAST(sum(n_null_reward) AS BIGINT) AS n_null_reward,
   CAST(sum(CASE WHEN held = '{full}' THEN 0 ELSE 1 END) AS BIGINT) AS n_partial,
-  max(try_element_at(ss, -1).position) AS k_max, max(r) AS r_max, min(r) AS r_min
+  max(k_held) AS k_max, max(r) AS r_max, min(r) AS r_min
 FROM scv_flat GROUP BY dt, logging_policy"""
 
 
@@ -68,9 +68,9 @@ SELECT dt, logging_policy, fold, ad_id, position,
   count(propensity) AS n_p, sum(propensity) AS sum_p, min(propensity) AS min_p, max(propensity) AS max_p,
   min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_aggs}
 FROM (
-  SELECT f.*, s.ad_id AS ad_id, s.position AS position, coalesce(s.reward, 0D) AS reward,
-    s.propensity AS propensity, {strat} AS stratum
-  FROM {src} f LATERAL VIEW explode(ss) x AS s
+  SELECT x.*, s.ad_id AS ad_id, s.position AS position, coalesce(s.reward, 0D) AS reward,
+    s.propensity AS propensity
+  FROM (SELECT f.*, {strat} AS stratum, explode(ss) AS s FROM {src} f) x
 ) slots
 GROUP BY dt, logging_policy, fold, ad_id, position"""
 
@@ -84,39 +84,51 @@ def slate_actions() -> str:
 def context_cells() -> str:
     """(dt, logging_policy, position, feature, value, ad_id): n = impressions of the ad at the position under
     that value of a context feature (every key of the context map, and context_id): check a's tables."""
-    entry = "ARRAY<STRUCT<key: STRING, value: STRING>>"
+    return """
+SELECT dt, logging_policy, s.position AS position, feature, value, s.ad_id AS ad_id, count(1) AS n
+FROM (
+  SELECT dt, logging_policy, feature, value, explode(ss) AS s
+  FROM (
+    SELECT dt, logging_policy, ss, f.key AS feature, coalesce(f.value, '<null>') AS value
+    FROM (SELECT dt, logging_policy, ss, explode(map_entries(context)) AS f FROM scv_flat) m
+    UNION ALL
+    SELECT dt, logging_policy, ss, 'context_id' AS feature, coalesce(context_id, '<null>') AS value FROM scv_flat
+  ) features
+) cells
+GROUP BY dt, logging_policy, s.position, feature, value, s.ad_id"""
+
+
+def pair_cells(K: int) -> str:
+    """scv_pair_cells: (dt, logging_policy, stratum, j, k, a, b) -> n, events with ad a at position j and ad b at
+    position k (j < k, both held), stratum = context_id. From the flat slot columns: one explode of the K(K-1)/2
+    pairs, no per-row lambda."""
+    pairs = ", ".join(f"named_struct('j', {j}, 'k', {k}, 'a', a_{j}, 'b', a_{k}, 'h', h_{j} AND h_{k})"
+                      for j in range(1, K + 1) for k in range(j + 1, K + 1))
     return f"""
-SELECT dt, logging_policy, s.position AS position, f.key AS feature, coalesce(f.value, '<null>') AS value,
-  s.ad_id AS ad_id, count(1) AS n
-FROM scv_flat
-LATERAL VIEW explode(concat(coalesce(CAST(map_entries(context) AS {entry}), CAST(array() AS {entry})),
-  array(named_struct('key', 'context_id', 'value', context_id)))) fx AS f
-LATERAL VIEW explode(ss) sx AS s
-GROUP BY dt, logging_policy, s.position, f.key, coalesce(f.value, '<null>'), s.ad_id"""
+SELECT dt, logging_policy, stratum, p.j AS j, p.k AS k, p.a AS a, p.b AS b, count(1) AS n
+FROM (
+  SELECT dt, logging_policy, coalesce(context_id, '<null>') AS stratum, explode(array({pairs})) AS p
+  FROM scv_flat
+) pairs
+WHERE p.h
+GROUP BY dt, logging_policy, stratum, p.j, p.k, p.a, p.b"""
 
 
 def pair_strata() -> str:
-    """(dt, logging_policy, stratum, j, k) with stratum = context_id: check d within (context, day) strata.
+    """(dt, logging_policy, stratum, j, k) over scv_pair_cells: check d within (context, day) strata.
     n events showing positions j < k; r, c distinct ads of slot j, slot k; s = sum over cells O^2 / (R_a C_b);
     o_diag = events with the same ad in both; e_diag = sum_a R(a) C(a) / n, the repeats expected if the slots
     were chosen independently (seed 002's factorized mu). Pooled by checks/assumptions.stratified_dependence."""
     key = "dt, logging_policy, stratum, j, k"
     return f"""
-WITH pairs AS (
-  SELECT dt, logging_policy, coalesce(context_id, '<null>') AS stratum, s1.position AS j, s2.position AS k,
-    s1.ad_id AS a, s2.ad_id AS b
-  FROM scv_flat LATERAL VIEW explode(ss) x1 AS s1 LATERAL VIEW explode(ss) x2 AS s2
-  WHERE s2.position > s1.position
-), cells AS (
-  SELECT {key}, a, b, count(1) AS n FROM pairs GROUP BY {key}, a, b
-), ra AS (
-  SELECT {key}, a, sum(n) AS ra FROM cells GROUP BY {key}, a
+WITH ra AS (
+  SELECT {key}, a, sum(n) AS ra FROM scv_pair_cells GROUP BY {key}, a
 ), cb AS (
-  SELECT {key}, b, sum(n) AS cb FROM cells GROUP BY {key}, b
+  SELECT {key}, b, sum(n) AS cb FROM scv_pair_cells GROUP BY {key}, b
 ), sums AS (
   SELECT {key}, sum(n) AS n, sum(CAST(n AS DOUBLE) * n / (ra * cb)) AS s,
     sum(CASE WHEN a = b THEN n ELSE 0 END) AS o_diag
-  FROM cells JOIN ra USING ({key}, a) JOIN cb USING ({key}, b)
+  FROM scv_pair_cells JOIN ra USING ({key}, a) JOIN cb USING ({key}, b)
   GROUP BY {key}
 ), rr AS (
   SELECT {key}, count(1) AS r FROM ra GROUP BY {key}
@@ -137,11 +149,11 @@ def calibration_cells(stratum: str) -> str:
     """(dt, logging_policy, stratum, position, ad_id) for a calibration scope the user fixed (check e): n, n_p,
     sum_p, min_p, max_p of the logged propensities within each value of the key."""
     return f"""
-SELECT dt, logging_policy, coalesce(CAST({stratum} AS STRING), '<null>') AS stratum, s.position AS position,
-  s.ad_id AS ad_id, count(1) AS n, count(s.propensity) AS n_p, sum(s.propensity) AS sum_p,
-  min(s.propensity) AS min_p, max(s.propensity) AS max_p
-FROM scv_flat LATERAL VIEW explode(ss) x AS s
-GROUP BY dt, logging_policy, coalesce(CAST({stratum} AS STRING), '<null>'), s.position, s.ad_id"""
+SELECT dt, logging_policy, stratum, s.position AS position, s.ad_id AS ad_id, count(1) AS n,
+  count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, max(s.propensity) AS max_p
+FROM (SELECT dt, logging_policy, coalesce(CAST({stratum} AS STRING), '<null>') AS stratum, explode(ss) AS s
+      FROM scv_flat) slots
+GROUP BY dt, logging_policy, stratum, s.position, s.ad_id"""
 
 
 def stratum_sql(key: str) -> str:
