@@ -76,8 +76,8 @@ def arrow_tables(data):
     """The logs and decisions as pyarrow tables of the contracts (an in-memory source for DuckDB)."""
     from scavenger.contract import arrow_schema
 
-    L = pa.Table.from_pylist(data["logs"], schema=arrow_schema("impression_log"))
-    D = pa.Table.from_pylist(data["decisions"], schema=arrow_schema("decisions"))
+    L = pa.Table.from_pylist(data["logs"], schema=arrow_schema("impression_log", nullable=True))
+    D = pa.Table.from_pylist(data["decisions"], schema=arrow_schema("decisions", nullable=True))
     return L, D
 
 
@@ -115,9 +115,11 @@ def log_reasons(ev, rmin=0.0, rmax=1.0, max_slots=64) -> set:
         out.add("ZERO_PROPENSITY")
     if props and (max(props) > 1 or any(math.isnan(p) for p in props)):
         out.add("PROPENSITY_GT_1")
-    if len({x["ad_id"] for x in s}) < n:
+    ads = [x["ad_id"] for x in s if x["ad_id"] is not None]
+    if len(set(ads)) < len(ads):
         out.add("DUPLICATE_AD")
-    if len({x["position"] for x in s}) < n:
+    pos = [x["position"] for x in s if x["position"] is not None]
+    if len(set(pos)) < len(pos):
         out.add("DUPLICATE_POSITION")
     if any(x["position"] is None or x["position"] < 1 or x["position"] > max_slots for x in s):
         out.add("POSITION_GAP")
@@ -239,3 +241,68 @@ def ref_tables(data):
     ref["slate_moments"] = {k: SlateMoments.from_arrays(np.array(v[0]), np.array(v[1]).reshape(-1, K))
                             for k, v in Ys.items()}
     return ref
+
+
+def with_bad_rows(data):
+    """The data set plus one bad row per log reason and per decision reason (and an event at 23:59:59.7 of its
+    day, which is clean). Returns (data, {reason: rows expected})."""
+    import copy
+
+    data = copy.deepcopy(data)
+    logs, decs = data["logs"], data["decisions"]
+    good = next(ev for ev in logs if not log_reasons(ev))
+    day = good["dt"]
+    expected = {}
+
+    def add(reason, **change):
+        ev = copy.deepcopy(good)
+        ev["event_id"] = f"bad-{reason}-{len(logs)}"
+        ev.update(change)
+        logs.append(ev)
+        expected[reason] = expected.get(reason, 0) + 1
+        return ev
+
+    slots = good["slots"]
+    add("NULL_EVENT_ID", event_id=None)
+    logs[-1]["event_id"] = None
+    add("NULL_LOGGING_POLICY", logging_policy=None)
+    add("EMPTY_SLATE", slots=[], slate_reward=None)
+    add("NULL_AD", slots=[dict(slots[0], ad_id=None)] + slots[1:])
+    add("ZERO_PROPENSITY", slots=[dict(slots[0], propensity=0.0)] + slots[1:])
+    add("PROPENSITY_GT_1", slots=[dict(slots[0], propensity=1.5)] + slots[1:])
+    if len(slots) > 1:
+        add("DUPLICATE_AD", slots=[slots[0], dict(slots[1], ad_id=slots[0]["ad_id"])] + slots[2:])
+        add("DUPLICATE_POSITION", slots=[slots[0], dict(slots[1], position=slots[0]["position"])] + slots[2:])
+    add("POSITION_GAP", slots=[dict(slots[0], position=0)] + slots[1:])
+    add("REWARD_NOT_FINITE", slots=[dict(slots[0], reward=float("nan"))] + slots[1:])
+    add("REWARD_OUT_OF_RANGE", slots=[dict(slots[0], reward=2.0)] + slots[1:])
+    add("MISSING_REWARD", slots=[dict(slots[0], reward=None)] + slots[1:], slate_reward=None)
+    add("EVENT_TIME_UNPARSEABLE", event_time=None)
+    add("EVENT_TIME_OUTSIDE_DT", event_time=dt.datetime(day.year, day.month, day.day) + dt.timedelta(days=1,
+                                                                                                      seconds=5))
+    late = copy.deepcopy(good)
+    late["event_id"] = "late-but-clean"
+    late["event_time"] = dt.datetime(day.year, day.month, day.day, 23, 59, 59, 700000)
+    logs.append(late)
+    dup = copy.deepcopy(good)
+    logs.append(dup)                        # a second copy of a logged event: DUPLICATE_EVENT_ID (keep_first)
+    expected["DUPLICATE_EVENT_ID"] = 1
+    dec = next(d for d in decs if d["event_id"] == good["event_id"])
+    dexp = {}
+
+    def dadd(reason, **change):
+        d = copy.deepcopy(dec)
+        d.update(change)
+        decs.append(d)
+        dexp[reason] = dexp.get(reason, 0) + 1
+
+    dadd("NULL_POLICY_ID", policy_id=None)
+    dadd("EMPTY_SLOTS", slots=[], policy_id="p_empty")
+    dadd("PROBABILITY_OUT_OF_RANGE", slots=[dict(dec["slots"][0], probability=1.5)] + dec["slots"][1:],
+         policy_id="p_range")
+    dadd("BAD_POSITION", slots=[dict(dec["slots"][0], position=0)] + dec["slots"][1:], policy_id="p_pos")
+    dadd("PROBABILITY_SUM", slots=[dict(dec["slots"][0], probability=0.5)] + dec["slots"][1:], policy_id="p_sum")
+    dadd("DUPLICATE_DECISION")
+    dadd("UNKNOWN_EVENT", event_id="no-such-event", policy_id="p_unknown")
+    dadd("EVENT_QUARANTINED", event_id=logs[-3]["event_id"], policy_id="p_q")   # the bad-time event
+    return data, expected, dexp

@@ -27,16 +27,16 @@ def statements():
         out += [("events", L.events(cfg)), ("duplicates", L.duplicates()), ("prior_hits", L.prior_hits()),
                 ("events_view", L.events_view(cfg, True)), ("log_counts", L.log_counts(64)),
                 ("quarantined_logs", L.quarantined("r'1")), ("event_ids", L.event_ids()), ("qkeys", D.qkeys()),
-                ("decision_counts", D.decision_counts()), ("quarantined_decisions", D.quarantined("r")),
+                ("decision_counts", D.decision_counts(3)), ("quarantined_decisions", D.quarantined("r", 3)),
                 ("policy_count", D.policy_count())]
         for K in (1, 2, 4):
             out += [(f"flat K={K}", L.flat(K)), (f"flat_columns K={K}", L.flat_columns(K)),
                     (f"joined K={K}", D.joined(cfg, K)), (f"log_summary K={K}", T.log_summary(K)),
                     (f"policy_groups K={K}", DT.policy_groups(K)), (f"factored K={K}", DT.factored(K))]
-    out += [("ad_position", T.ad_position("context_id")), ("ad_position boot", T.ad_position("context_id", 3, 1)),
+    out += [("ad_position", T.ad_position(3)), ("ad_position boot", T.ad_position(3, 3, 1)),
             ("slate_actions", T.slate_actions()), ("context_cells", T.context_cells()),
             ("pair_strata", T.pair_strata()), ("calibration_cells", T.calibration_cells(T.stratum_sql("context:f"))),
-            ("slate_targets", DT.slate_targets()), ("target_placements", DT.target_placements()),
+            ("slate_targets", DT.slate_targets()), ("target_placements", DT.target_placements(3)),
             ("scavenging", RD.scavenging("a", "t", "1 = 1")), ("scavenging by day", RD.scavenging("a", "t", "1 = 1",
                                                                                                True)),
             ("reorder random", reorder.random_sql("r", 3)), ("reorder scores", reorder.scores_sql("r", "s", True))]
@@ -117,6 +117,29 @@ def test_every_table_equal_between_engines(spark, tmp_path, shape):
             continue
         keys = (["dt"] if t.per_day else []) + list(t.keys)
         _equal_frames(duck.table(name), sp.table(name), keys, name)
+    for s in (duck, sp):
+        s.engine.close()
+
+
+def test_quarantine_counts_per_reason_equal_between_engines(spark, tmp_path):
+    """One bad row per reason (and a clean event at 23:59:59.7): both engines set the same rows aside, with the
+    same reasons, and rows in = used + quarantined."""
+    from reference import with_bad_rows
+
+    data, expected_logs, expected_dec = with_bad_rows(build_random(seed=9, K=2, n_ads=5, days=(0,), per_day=30,
+                                                                   with_nulls=False))
+    write_parquet(data, str(tmp_path))
+    duck, sp = _windows(spark, str(tmp_path))
+    for s in (duck, sp):
+        lc, dc = s.table("log_counts").iloc[0], s.table("decision_counts").iloc[0]
+        for reason, n in expected_logs.items():
+            assert lc[reason] == n, reason
+        assert lc["rows"] == len(data["logs"]) and lc["quarantined"] == sum(expected_logs.values())
+        for reason, n in expected_dec.items():
+            assert dc[reason] >= n, reason
+        assert dc["rows"] == len(data["decisions"])
+    _equal_frames(duck.table("log_counts"), sp.table("log_counts"), ["dt"], "log_counts")
+    _equal_frames(duck.table("decision_counts"), sp.table("decision_counts"), ["dt"], "decision_counts")
     for s in (duck, sp):
         s.engine.close()
 

@@ -281,17 +281,20 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
     return "SELECT " + ", ".join(cols) + f" FROM {view}"
 
 
-def arrow_type(data_type):
-    """The pyarrow type of a contract type (timestamps as UTC microseconds, as Spark writes them)."""
+def arrow_type(data_type, nullable: bool = False):
+    """The pyarrow type of a contract type (timestamps as UTC microseconds, as Spark writes them); ``nullable``:
+    every nested field nullable (a writer of bad data, or one that does not know the contract)."""
     import pyarrow as pa
     from pyspark.sql import types as T
 
     if isinstance(data_type, T.StructType):
-        return pa.struct([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in data_type.fields])
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType, nullable), f.nullable or nullable)
+                          for f in data_type.fields])
     if isinstance(data_type, T.ArrayType):
-        return pa.list_(pa.field("element", arrow_type(data_type.elementType), data_type.containsNull))
+        return pa.list_(pa.field("element", arrow_type(data_type.elementType, nullable),
+                                 data_type.containsNull or nullable))
     if isinstance(data_type, T.MapType):
-        return pa.map_(arrow_type(data_type.keyType), arrow_type(data_type.valueType))
+        return pa.map_(arrow_type(data_type.keyType, nullable), arrow_type(data_type.valueType, nullable))
     simple = {T.StringType: pa.string(), T.IntegerType: pa.int32(), T.LongType: pa.int64(),
               T.DoubleType: pa.float64(), T.BooleanType: pa.bool_(), T.DateType: pa.date32(),
               T.TimestampType: pa.timestamp("us", tz="UTC")}
@@ -301,9 +304,9 @@ def arrow_type(data_type):
     raise TypeError(f"no pyarrow type for {data_type}")
 
 
-def arrow_schema(name: str):
+def arrow_schema(name: str, nullable: bool = False):
     """The contract as a pyarrow schema (for writers that do not go through Spark: pyarrow, DuckDB)."""
     import pyarrow as pa
 
-    return pa.schema([pa.field(f.name, arrow_type(f.dataType), f.nullable)
+    return pa.schema([pa.field(f.name, arrow_type(f.dataType, nullable), f.nullable or nullable)
                       for f in load_contract(name).struct_type().fields])

@@ -90,6 +90,12 @@ def _any(array: str, cond: str, var: str = "s") -> str:
     return f"size(filter({array}, {var} -> {cond})) > 0"
 
 
+def _repeats(values: str) -> str:
+    """Some non-null value occurs twice. Nulls are left out on both sides: Spark's array_distinct keeps one null
+    where DuckDB's drops them, so the SQL says what it means (a null is its own reason, e.g. NULL_AD)."""
+    return f"size(array_distinct(array_compact({values}))) < size(array_compact({values}))"
+
+
 def _finite(x: str) -> str:
     return f"(NOT isnan({x}) AND abs({x}) <= {MAX_DOUBLE})"
 
@@ -114,8 +120,8 @@ def log_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
         ("NULL_PROPENSITY", _any("slots", "s.propensity IS NULL") if cfg.quarantine_null_propensity else "false"),
         ("ZERO_PROPENSITY", "array_min(transform(slots, s -> s.propensity)) <= 0"),
         ("PROPENSITY_GT_1", "array_max(transform(slots, s -> s.propensity)) > 1"),
-        ("DUPLICATE_AD", "size(array_distinct(transform(slots, s -> s.ad_id))) < size(slots)"),
-        ("DUPLICATE_POSITION", f"size(array_distinct({pos})) < size(slots)"),
+        ("DUPLICATE_AD", _repeats("transform(slots, s -> s.ad_id)")),
+        ("DUPLICATE_POSITION", _repeats(pos)),
         ("POSITION_GAP", gap),
         ("REWARD_NOT_FINITE", _any("slots", "NOT " + slot_finite)
                               + f" OR (slate_reward IS NOT NULL AND NOT {slate_finite})"),
@@ -133,7 +139,7 @@ def log_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
 
 def sum_deviation_sql(slots: str = "slots") -> str:
     """max over a decision's positions of |sum of its probabilities - 1| (a null probability counts 0)."""
-    return (f"array_max(transform(array_distinct(transform({slots}, s -> s.position)), p -> abs(aggregate("
+    return (f"array_max(transform(array_distinct(array_compact(transform({slots}, s -> s.position))), p -> abs(aggregate("
             f"filter({slots}, s -> s.position = p), 0D, (acc, s) -> acc + coalesce(s.probability, 0D)) - 1D)))")
 
 

@@ -84,11 +84,19 @@ def normalize_frame(df: pd.DataFrame) -> pd.DataFrame:
             df[col] = [_as_date(v) for v in s]
             continue
         if s.dtype == object and len(s):
-            first = next((v for v in s if v is not None and not (isinstance(v, float) and np.isnan(v))), None)
-            if isinstance(first, (list, tuple, np.ndarray)):
+            first = next((v for v in s if v is not None and not (isinstance(v, float) and np.isnan(v))
+                          and not (isinstance(v, (list, tuple, np.ndarray)) and len(v) == 0)), None)
+            if isinstance(first, (list, tuple, np.ndarray)) and _numeric_list(first):
                 df[col] = [None if v is None else np.asarray([np.nan if x is None else x for x in v], dtype=float)
                            for v in s]
     return df
+
+
+def _numeric_list(values) -> bool:
+    import numbers
+
+    items = [x for x in values if x is not None]
+    return all(isinstance(x, numbers.Number) for x in items)
 
 
 def _as_date(v):

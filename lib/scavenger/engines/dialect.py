@@ -41,7 +41,7 @@ def _forbidden(tree) -> list[str]:
 def _rules(node):
     """Spellings sqlglot leaves to us: ``conv(x, 16, 10)`` (hex text to decimal text) is
     ``CAST(CAST('0x' || x AS BIGINT) AS VARCHAR)`` in DuckDB; the index of ``transform(arr, (x, i) -> ...)``
-    counts from 0 in Spark and from 1 in DuckDB."""
+    counts from 0 in Spark and from 1 in DuckDB; ``unix_seconds`` truncates in Spark (floor of the epoch)."""
     from sqlglot import exp
 
     if isinstance(node, exp.Transform) and isinstance(node.expression, exp.Lambda) \
@@ -53,6 +53,10 @@ def _rules(node):
             and (not isinstance(n, exp.Identifier) or not isinstance(n.parent, exp.Column)) else n)
         node.expression.set("this", body)
         return node
+    if isinstance(node, exp.UnixSeconds):
+        # Spark truncates to whole seconds; sqlglot's CAST(EPOCH(ts) AS BIGINT) rounds (23:59:59.7 -> next day)
+        return exp.Cast(this=exp.Floor(this=exp.Anonymous(this="EPOCH", expressions=[node.this.copy()])),
+                        to=exp.DataType.build("BIGINT"))
     if isinstance(node, exp.Anonymous) and node.name.lower() == "conv":
         args = node.expressions
         if len(args) == 3 and args[1].name == "16" and args[2].name == "10":

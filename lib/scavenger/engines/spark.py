@@ -9,6 +9,7 @@ hdfs:// without libhdfs), Spark's own dynamic partition overwrite replaces the d
 """
 from __future__ import annotations
 
+import os
 import uuid
 
 import pandas as pd
@@ -70,7 +71,7 @@ class SparkEngine(Engine):
         super().__init__(why)
         self.spark = spark
         self._persisted: list = []
-        self._kept: list = []
+        self._checkpoints: list[str] = []
         self._views: list[str] = []
         self.level = _storage_level(spark)
         remote = type(spark).__module__.startswith("pyspark.sql.connect")
@@ -86,14 +87,29 @@ class SparkEngine(Engine):
         self._views.append(name)
 
     def materialize(self, name: str, sql: str, keep: bool = False) -> None:
+        from .duck import _timed
+
+        if keep:
+            # a kept relation outlives the batch's row-level caches: checkpointed (lineage cut), since dropping a
+            # cache Spark's relations were computed from makes Spark recompute them from the input again
+            with _timed(f"checkpoint {name}"):
+                df = self._df(sql).localCheckpoint(eager=True)
+            self._checkpoints.append(name)
+            df.createOrReplaceTempView(name)
+            return
         df = self._df(sql).persist(self.level)
-        (self._kept if keep else self._persisted).append(df)
+        if os.environ.get("SCAVENGER_PROFILE") == "1":
+            with _timed(f"materialize {name}"):
+                df.count()
+        self._persisted.append(df)
         df.createOrReplaceTempView(name)
-        if not keep:
-            self._views.append(name)
+        self._views.append(name)
 
     def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
-        return normalize_frame(self._df(sql).toPandas())
+        from .duck import _timed
+
+        with _timed(label):
+            return normalize_frame(self._df(sql).toPandas())
 
     def register_frame(self, name: str, frame: pd.DataFrame) -> None:
         clean = frame.astype(object).where(frame.notna(), None)
@@ -169,7 +185,7 @@ class SparkEngine(Engine):
 
     def close(self) -> None:
         self.release()
-        self._persisted, self._kept = self._kept, []
+        self._views, self._checkpoints = self._checkpoints, []
         self.release()
 
     def release(self) -> None:

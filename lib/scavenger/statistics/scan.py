@@ -101,13 +101,12 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     engine.view("scv_flat_slots", L.flat(K))
     wanted = plan.tables(decisions is not None or bool(derived), bool(config.fixed_calibration_key))
     keys = "slate_actions" in wanted
-    engine.materialize("scv_flat", L.flat_columns(K, keys))   # read by every table below: computed once
+    engine.materialize("scv_flat", L.flat_columns(K, keys, T.stratum_sql(config.calibration_key)))
     tables = {"log_counts": log_counts}
     big = {}
     if K > 0:
         tables["log_summary"] = engine.fetch(T.log_summary(K), "log_summary")
-        tables["ad_position"] = engine.fetch(T.ad_position(T.stratum_sql(config.calibration_key), config.bootstrap,
-                                                           config.seed), "ad_position")
+        tables["ad_position"] = engine.fetch(T.ad_position(K, config.bootstrap, config.seed), "ad_position")
         if "context_cells" in wanted:
             tables["context_cells"] = engine.fetch(T.context_cells(), "context_cells")
         if "pair_strata" in wanted and K > 1:
@@ -133,15 +132,15 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
                              f"{config.max_policies}: choose some with --policies (or raise --max-policies)")
         engine.view("scv_qkeys", D.qkeys())
         engine.materialize("scv_joined", D.joined(cfg, K))
-        dec_counts = engine.fetch(D.decision_counts(), "decision_counts")
+        dec_counts = engine.fetch(D.decision_counts(K), "decision_counts")
         tables["decision_counts"] = dec_counts
         if quarantine_dir:
             n = int(dec_counts["quarantined"].sum()) if len(dec_counts) else 0
-            _write_quarantine(engine, D.quarantined(run_id), f"{quarantine_dir}/decisions", days, n)
+            _write_quarantine(engine, D.quarantined(run_id, K), f"{quarantine_dir}/decisions", days, n)
         if K > 0:
             tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K), "policy_groups")))
             tables.update(split_factored(engine.fetch(DT.factored(K), "factored")))
-            tables["target_placements"] = engine.fetch(DT.target_placements(), "target_placements")
+            tables["target_placements"] = engine.fetch(DT.target_placements(K), "target_placements")
             if "slate_targets" in wanted:
                 big["slate_targets"] = _keep(engine, f"scv_{batch}_slate_targets", DT.slate_targets())
     engine.release()

@@ -74,8 +74,7 @@ GROUP BY dt, policy_id, held, tkey"""
 
 def _q(j: int) -> str:
     """q_j = pi(the slot's ad at position j | x) (entries with probability > 0)."""
-    return (f"CASE WHEN simple THEN CASE WHEN try_element_at(dslots, {j}).ad_id = s.ad_id "
-            f"AND try_element_at(dslots, {j}).probability > 0 THEN try_element_at(dslots, {j}).probability ELSE 0D END "
+    return (f"CASE WHEN simple THEN CASE WHEN d_a_{j} = s.ad_id AND d_p_{j} > 0 THEN d_p_{j} ELSE 0D END "
             f"ELSE aggregate(filter(dslots, x -> x.position = {j} AND x.ad_id = s.ad_id AND x.probability > 0), "
             f"0D, (acc, x) -> acc + x.probability) END")
 
@@ -84,30 +83,38 @@ def factored(K: int) -> str:
     """(dt, policy_id, ad_id, pos_i) over logged slots with a nonzero reward: s_rp_j = sum r q_j, s_r2p_j =
     sum r^2 q_j, s_r2pp_j_j2 = sum r^2 q_j q_j2 (j <= j2); unpivoted on the driver into the ``factored`` and
     ``factored_sq`` tables (seed 001 section 4.2)."""
+    from .logs import slot_structs
+
     ks = range(1, K + 1)
     qs = ", ".join(f"{_q(j)} AS q_{j}" for j in ks)
+    d_cols = ", ".join(f"d_a_{k}, d_p_{k}" for k in ks)
+    slots = slot_structs(K)
     sums = [f"sum(rew * q_{j}) AS s_rp_{j}" for j in ks] + [f"sum(rew * rew * q_{j}) AS s_r2p_{j}" for j in ks]
     sums += [f"sum(rew * rew * q_{j} * q_{j2}) AS s_r2pp_{j}_{j2}" for j in ks for j2 in ks if j2 >= j]
     return f"""
 SELECT dt, policy_id, ad_id, pos_i, {", ".join(sums)}
 FROM (
   SELECT dt, policy_id, s.ad_id AS ad_id, s.position AS pos_i, coalesce(s.reward, 0D) AS rew, {qs}
-  FROM (SELECT dt, policy_id, simple, dslots, explode(ss) AS s FROM scv_joined WHERE clean AND clicked) x
-  WHERE coalesce(s.reward, 0D) <> 0D
+  FROM (SELECT dt, policy_id, simple, dslots, {d_cols}, explode({slots}) AS s
+        FROM scv_joined WHERE clean AND clicked) x
+  WHERE s.h AND s.reward <> 0D
 ) q
 GROUP BY dt, policy_id, ad_id, pos_i"""
 
 
-def target_placements() -> str:
+def target_placements(K: int) -> str:
     """(dt, policy_id, logging_policy, ad_id, pos_j): s_p = sum over events of pi(ad at j | x), the target's
     expected placements (with T_a: its mass on ads never logged; checks b and c: its mass per logging policy).
     Events with the same decision are counted first, so a target that repeats its slates explodes each once."""
-    return """
+    from .decisions import decision_slots
+
+    d_cols = ", ".join(f"d_a_{k}, d_p_{k}" for k in range(1, K + 1))
+    keys = f"dt, policy_id, logging_policy, simple, dslots{', ' + d_cols if d_cols else ''}"
+    return f"""
 SELECT dt, policy_id, logging_policy, x.ad_id AS ad_id, x.position AS pos_j, sum(x.probability * n) AS s_p
 FROM (
-  SELECT dt, policy_id, logging_policy, n, explode(dslots) AS x
-  FROM (SELECT dt, policy_id, logging_policy, dslots, count(1) AS n FROM scv_joined WHERE clean
-        GROUP BY dt, policy_id, logging_policy, dslots) d
+  SELECT dt, policy_id, logging_policy, n, explode({decision_slots(K)}) AS x
+  FROM (SELECT {keys}, count(1) AS n FROM scv_joined WHERE clean GROUP BY {keys}) d
 ) e
 WHERE x.probability > 0
 GROUP BY dt, policy_id, logging_policy, x.ad_id, x.position"""

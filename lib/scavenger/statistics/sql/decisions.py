@@ -36,7 +36,7 @@ def joined(cfg: RuleConfig, K: int) -> str:
     pi_k, Y_k, det (deterministic), tkey (the target's slate on the held positions), tset (its ads)."""
     ks = range(1, K + 1)
     ev_cols = ["logging_policy", "fold", "held", "r", "clicked", "miss", "lkey", "lset"]
-    ev_cols += [f"{c}_{k}" for k in ks for c in ("a", "mu", "h")]
+    ev_cols += [f"{c}_{k}" for k in ks for c in ("a", "mu", "w", "h")]
     dup = "k.first_rid <> d._rid" if cfg.duplicates == "keep_first" else "k.dup_n > 1"
     simple = " AND ".join([f"size(dslots) = {K}"] + [f"try_element_at(dslots, {k}).position = {k}" for k in ks]) \
         if K else "false"
@@ -53,7 +53,13 @@ def joined(cfg: RuleConfig, K: int) -> str:
     dec_flags = [flag(c) for c, _ in decision_rules(cfg)]
     keep = ", ".join(["policy_id", "event_id", "dt", "base_policy", "dslots", "simple", "ev_clean", "sum_dev",
                       *dec_flags, flag("DUPLICATE_DECISION"), flag("UNKNOWN_EVENT"), flag("EVENT_QUARANTINED"),
-                      flag("PROBABILITY_SUM"), "ss", *ev_cols])
+                      flag("PROBABILITY_SUM"), *ev_cols])
+    # the narrow result: a one-entry-per-position decision travels as d_a_k, d_p_k; only other shapes keep the list
+    out = [c for c in keep.split(", ") if c != "dslots"] + ["clean", *[f"pi_{k}" for k in ks],
+                                                            *[f"t_{k}" for k in ks], "det", "tset"]
+    out += ["CASE WHEN simple THEN NULL ELSE dslots END AS dslots"]
+    out += [f"CASE WHEN simple THEN try_element_at(dslots, {k}).ad_id END AS d_a_{k}" for k in ks]
+    out += [f"CASE WHEN simple THEN try_element_at(dslots, {k}).probability END AS d_p_{k}" for k in ks]
     return f"""
 WITH d AS (
   SELECT policy_id, event_id, dt, base_policy, _rid, sort_array(slots) AS dslots,
@@ -66,7 +72,6 @@ WITH d AS (
 ), j AS (
   SELECT d.*, {simple} AS simple, e.event_id IS NOT NULL AS ev_clean,
     {", ".join(f"e.{c}" for c in ev_cols)},
-    CASE WHEN e.clicked THEN e.ss END AS ss,
     coalesce({dup}, false) AS {flag('DUPLICATE_DECISION')},
     d.event_id IS NOT NULL AND e.event_id IS NULL AND q.event_id IS NULL AS {flag('UNKNOWN_EVENT')},
     e.event_id IS NULL AND q.event_id IS NOT NULL AS {flag('EVENT_QUARANTINED')}
@@ -89,12 +94,24 @@ WITH d AS (
     END AS tset
   FROM g
 )
-SELECT p.*{ys},
+SELECT {", ".join(out)}{ys},
   concat_ws('|', {tkey or "''"}) AS tkey
 FROM p"""
 
 
-def decision_counts() -> str:
+def _d_p(K: int) -> str:
+    return ", ".join(f"d_p_{k}" for k in range(1, K + 1)) or "CAST(NULL AS DOUBLE)"
+
+
+def decision_slots(K: int) -> str:
+    """The decision's entries as an array of (position, ad_id, probability) structs: rebuilt from d_a_k, d_p_k
+    for a one-entry-per-position decision (exactly its sorted entries), the stored list otherwise."""
+    rebuilt = ", ".join(f"named_struct('position', {k}, 'ad_id', d_a_{k}, 'probability', d_p_{k})"
+                        for k in range(1, K + 1))
+    return f"CASE WHEN simple THEN array({rebuilt}) ELSE dslots END" if K else "dslots"
+
+
+def decision_counts(K: int) -> str:
     """Per dt: rows in, quarantined, rows per reason, the daily profile (probability range, largest deviation of
     a position's probabilities from 1) and the number of target policies."""
     reasons = ",\n  ".join(f"CAST(sum(CASE WHEN {flag(c)} THEN 1 ELSE 0 END) AS BIGINT) AS {c}"
@@ -103,17 +120,19 @@ def decision_counts() -> str:
 SELECT dt, count(1) AS rows,
   CAST(sum(CASE WHEN clean THEN 0 ELSE 1 END) AS BIGINT) AS quarantined,
   {reasons},
-  min(array_min(transform(dslots, x -> x.probability))) AS min_probability,
-  max(array_max(transform(dslots, x -> x.probability))) AS max_probability,
+  min(CASE WHEN simple THEN least({_d_p(K)}) ELSE array_min(transform(dslots, x -> x.probability)) END)
+    AS min_probability,
+  max(CASE WHEN simple THEN greatest({_d_p(K)}) ELSE array_max(transform(dslots, x -> x.probability)) END)
+    AS max_probability,
   max(sum_dev) AS max_sum_deviation,
   count(DISTINCT policy_id) AS policies
 FROM scv_joined GROUP BY dt"""
 
 
-def quarantined(run_id: str) -> str:
+def quarantined(run_id: str, K: int) -> str:
     rid = run_id.replace("'", "''")
     return f"""
-SELECT policy_id, event_id, dslots AS slots, base_policy, {codes_sql(DECISION_REASONS)} AS reason_codes,
+SELECT policy_id, event_id, {decision_slots(K)} AS slots, base_policy, {codes_sql(DECISION_REASONS)} AS reason_codes,
   '{rid}' AS run_id, dt
 FROM scv_joined WHERE NOT clean"""
 

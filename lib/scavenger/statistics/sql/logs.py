@@ -97,6 +97,19 @@ def _in_order(K: int) -> str:
     return " AND ".join([f"n_slots = {K}"] + [f"try_element_at(slots, {k}).position = {k}" for k in range(1, K + 1)])
 
 
+def slot_structs(K: int, reward: bool = True) -> str:
+    """The held slots of a flat row as an array of structs (position, ad_id, propensity[, reward], h) for an
+    explode: built from the slot columns, so no list travels with the rows."""
+    parts = []
+    for k in range(1, K + 1):
+        fields = [f"'position', {k}", f"'ad_id', a_{k}", f"'propensity', mu_{k}"]
+        if reward:
+            fields.append(f"'reward', coalesce(w_{k}, 0D)")
+        fields.append(f"'h', h_{k}")
+        parts.append("named_struct(" + ", ".join(fields) + ")")
+    return "array(" + ", ".join(parts) + ")"
+
+
 def _slot(k: int) -> str:
     """The slot at position k: element k when the row is in order, else the element with position k (positions are
     distinct in a clean row)."""
@@ -115,14 +128,16 @@ def flat(K: int) -> str:
       k_held the largest position the row holds"""
     slots = ",\n  ".join(f"{_slot(k)} AS s_{k}" for k in range(1, K + 1))
     return f"""
-SELECT dt, event_id, logging_policy, context_id, context, fold, slots AS ss, n_slots, slate_reward,
+SELECT dt, event_id, logging_policy, context_id, context, fold, n_slots, slate_reward,
   {slots}
 FROM (SELECT scv_events.*, {_in_order(K) if K else "false"} AS in_order FROM scv_events WHERE clean) e"""
 
 
-def flat_columns(K: int, keys: bool = True) -> str:
-    """scv_flat over scv_flat_slots (see :func:`flat`); ``keys``: the slate key lkey (the direct approach's tables
-    need it; building it is the costliest string work of the pass)."""
+def flat_columns(K: int, keys: bool = True, stratum: str = "context_id") -> str:
+    """scv_flat over scv_flat_slots (see :func:`flat`): scalar columns only (every slot of a clean row is one of
+    the K slot columns), so the relation the tables read is narrow. ``keys``: the slate key lkey (the direct
+    approach's tables need it; building it is the costliest string work of the pass); ``stratum``: the column of
+    check e's calibration scope key."""
     ks = range(1, K + 1)
     cols = []
     for k in ks:
@@ -136,7 +151,8 @@ def flat_columns(K: int, keys: bool = True) -> str:
     held = ", ".join(f"CASE WHEN s_{k} IS NOT NULL THEN '{k}' END" for k in ks)
     ads = ", ".join(f"s_{k}.ad_id" for k in ks)
     return f"""
-SELECT dt, event_id, logging_policy, context_id, context, fold, ss, n_slots,
+SELECT dt, event_id, logging_policy, context_id, fold, n_slots,
+  coalesce(CAST({stratum} AS STRING), '<null>') AS stratum,
   {", ".join(cols)},
   coalesce(slate_reward, {wsum}) AS r,
   {miss} AS miss,

@@ -44,13 +44,15 @@ SELECT dt, logging_policy, count(1) AS n_events, CAST(sum(n_slots) AS BIGINT) AS
 FROM scv_flat GROUP BY dt, logging_policy"""
 
 
-def ad_position(stratum: str = "context_id", bootstrap: int = 0, seed: int = 0) -> str:
+def ad_position(K: int, bootstrap: int = 0, seed: int = 0) -> str:
     """(dt, logging_policy, fold, ad_id, position): m = impressions M(a,i), c = clicks C(a,i) (sum of slot
     rewards), c2 = sum of squared slot rewards (seed 001 section 4.3); for check e the logged propensities
     (n_p non-null, sum_p, min_p, max_p) and the smallest/largest value of the calibration scope key (whether it
     partitions the ads); with ``bootstrap`` B > 0, m_boot[b], c_boot[b] under Poisson(1) weights per event."""
-    strat = f"coalesce(CAST({stratum} AS STRING), '<null>')"
+    from .logs import slot_structs
+
     boot_cols, boot_aggs = "", ""
+    src = "scv_flat"
     if bootstrap > 0:
         draws = [_poisson(seed, b) for b in range(bootstrap)]
         # bu_b, bw_b: the replicate's uniform and Poisson weight (names apart from the flat slot columns w_k)
@@ -60,19 +62,15 @@ def ad_position(stratum: str = "context_id", bootstrap: int = 0, seed: int = 0) 
                      + ") AS m_boot, array(" + ", ".join(f"sum(bw_{b} * reward)" for b in range(bootstrap))
                      + ") AS c_boot")
         src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*{boot_cols} FROM scv_flat) e)"
-    else:
-        src = "scv_flat"
+    keep = "dt, logging_policy, fold, stratum" + "".join(f", bw_{b}" for b in range(bootstrap))
     return f"""
-SELECT dt, logging_policy, fold, ad_id, position,
-  count(1) AS m, sum(reward) AS c, sum(reward * reward) AS c2,
-  count(propensity) AS n_p, sum(propensity) AS sum_p, min(propensity) AS min_p, max(propensity) AS max_p,
-  min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_aggs}
-FROM (
-  SELECT x.*, s.ad_id AS ad_id, s.position AS position, coalesce(s.reward, 0D) AS reward,
-    s.propensity AS propensity
-  FROM (SELECT f.*, {strat} AS stratum, explode(ss) AS s FROM {src} f) x
-) slots
-GROUP BY dt, logging_policy, fold, ad_id, position"""
+SELECT dt, logging_policy, fold, s.ad_id AS ad_id, s.position AS position,
+  count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2,
+  count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, max(s.propensity) AS max_p,
+  min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_aggs.replace("* reward", "* s.reward")}
+FROM (SELECT {keep}, explode({slot_structs(K)}) AS s FROM {src} f) slots
+WHERE s.h
+GROUP BY dt, logging_policy, fold, s.ad_id, s.position"""
 
 
 def slate_actions() -> str:
@@ -83,16 +81,18 @@ def slate_actions() -> str:
 
 def context_cells() -> str:
     """(dt, logging_policy, position, feature, value, ad_id): n = impressions of the ad at the position under
-    that value of a context feature (every key of the context map, and context_id): check a's tables."""
+    that value of a context feature (every key of the context map, and context_id): check a's tables. Reads the
+    clean events with their context map (scv_events), which the narrow flat relation does not carry."""
     return """
 SELECT dt, logging_policy, s.position AS position, feature, value, s.ad_id AS ad_id, count(1) AS n
 FROM (
-  SELECT dt, logging_policy, feature, value, explode(ss) AS s
+  SELECT dt, logging_policy, feature, value, explode(slots) AS s
   FROM (
-    SELECT dt, logging_policy, ss, f.key AS feature, coalesce(f.value, '<null>') AS value
-    FROM (SELECT dt, logging_policy, ss, explode(map_entries(context)) AS f FROM scv_flat) m
+    SELECT dt, logging_policy, slots, f.key AS feature, coalesce(f.value, '<null>') AS value
+    FROM (SELECT dt, logging_policy, slots, explode(map_entries(context)) AS f FROM scv_events WHERE clean) m
     UNION ALL
-    SELECT dt, logging_policy, ss, 'context_id' AS feature, coalesce(context_id, '<null>') AS value FROM scv_flat
+    SELECT dt, logging_policy, slots, 'context_id' AS feature, coalesce(context_id, '<null>') AS value
+    FROM scv_events WHERE clean
   ) features
 ) cells
 GROUP BY dt, logging_policy, s.position, feature, value, s.ad_id"""
@@ -151,8 +151,8 @@ def calibration_cells(stratum: str) -> str:
     return f"""
 SELECT dt, logging_policy, stratum, s.position AS position, s.ad_id AS ad_id, count(1) AS n,
   count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, max(s.propensity) AS max_p
-FROM (SELECT dt, logging_policy, coalesce(CAST({stratum} AS STRING), '<null>') AS stratum, explode(ss) AS s
-      FROM scv_flat) slots
+FROM (SELECT dt, logging_policy, coalesce(CAST({stratum} AS STRING), '<null>') AS stratum, explode(slots) AS s
+      FROM scv_events WHERE clean) slots
 GROUP BY dt, logging_policy, stratum, s.position, s.ad_id"""
 
 
