@@ -1,9 +1,9 @@
 """Progress of long jobs: Spark stage names that say what is running, and the console progress bar.
 
-Every phase of a job (reading a window, the statistics scan of a day, writing quarantine, ...) runs inside
-``with phase(spark, "statistics", "scan 2026-01-01..2026-01-03"):`` so the Spark UI, the History Server and the
-console progress bar show ``scavenger statistics: scan 2026-01-01..2026-01-03`` as the job description of every
-Spark job started inside, and a one-line "done in Xs" note goes to stderr (``SCAVENGER_PROGRESS=0`` silences it).
+Every phase of a job (the pass over a batch of days, the gate, ...) runs inside
+``with phase(spark, "statistics", "one pass over 3 day(s)"):``: Spark jobs started inside carry the job tag
+``scavenger-statistics`` (shown by the Spark UI; classic Spark and Spark Connect alike), and a one-line
+"done in Xs" note goes to stderr (``SCAVENGER_PROGRESS=0`` silences it).
 
 The console progress bar (``[Stage 3:=====>   (2 + 2) / 8]`` on stderr) is Spark's own
 ``spark.ui.showConsoleProgress``; it must be set before the SparkContext starts, so the CLI passes
@@ -17,8 +17,6 @@ import sys
 import time
 from typing import Iterator
 
-DESCRIPTION_KEY = "spark.job.description"
-GROUP_KEY = "spark.jobGroup.id"
 
 
 def console_progress_conf(stream=None) -> dict[str, str]:
@@ -35,14 +33,6 @@ def console_progress_conf(stream=None) -> dict[str, str]:
     return {"spark.ui.showConsoleProgress": "true" if on else "false"}
 
 
-def _spark_context(spark):
-    """The SparkContext, or None under Spark Connect (no local properties there)."""
-    try:
-        return spark.sparkContext
-    except Exception:  # noqa: BLE001 - Spark Connect raises on .sparkContext
-        return None
-
-
 def _notes_enabled() -> bool:
     return os.environ.get("SCAVENGER_PROGRESS") != "0"
 
@@ -50,21 +40,18 @@ def _notes_enabled() -> bool:
 @contextlib.contextmanager
 def phase(spark, name: str, detail: str = "", group: str | None = None, log: bool | None = None
           ) -> Iterator[str]:
-    """Name every Spark job started inside: description ``scavenger <name>: <detail>``; restore afterwards.
-
-    ``group`` also sets the job group (so ``sc.cancelJobGroup(group)`` cancels the phase). Yields the
-    description. Nesting works: the inner phase's description is shown while it runs, the outer one after.
-    """
+    """Tag every Spark job started inside with ``scavenger-<name>`` (SparkSession job tags: the Spark UI and the
+    History Server show them, and ``spark.interruptTag`` cancels the phase; the same call works under Spark
+    Connect), and write a one-line ``[scavenger] ... done in`` note to stderr. Yields the description."""
     description = f"scavenger {name}" + (f": {detail}" if detail else "")
-    sc = _spark_context(spark) if spark is not None else None
-    previous_desc = previous_group = None
-    if sc is not None:
-        previous_desc = sc.getLocalProperty(DESCRIPTION_KEY)
-        previous_group = sc.getLocalProperty(GROUP_KEY)
-        if group is not None:
-            sc.setJobGroup(group, description, interruptOnCancel=False)
-        else:
-            sc.setJobDescription(description)
+    tag = "scavenger-" + "".join(ch if ch.isalnum() else "-" for ch in (group or name))
+    tagged = False
+    if spark is not None:
+        try:
+            spark.addTag(tag)
+            tagged = True
+        except Exception:  # noqa: BLE001 - a session without job tags: the note below still says what runs
+            pass
     log = _notes_enabled() if log is None else log
     if log:
         print(f"[scavenger] {description} ...", file=sys.stderr, flush=True)
@@ -72,10 +59,11 @@ def phase(spark, name: str, detail: str = "", group: str | None = None, log: boo
     try:
         yield description
     finally:
-        if sc is not None:
-            if group is not None:
-                sc.setLocalProperty(GROUP_KEY, previous_group)
-            sc.setLocalProperty(DESCRIPTION_KEY, previous_desc)
+        if tagged:
+            try:
+                spark.removeTag(tag)
+            except Exception:  # noqa: BLE001
+                pass
         if log:
             print(f"[scavenger] {description} done in {time.perf_counter() - start:.1f}s", file=sys.stderr,
                   flush=True)

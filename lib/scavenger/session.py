@@ -6,6 +6,7 @@ spark-submit, ``spark-defaults.conf`` or ``--conf`` always win over the defaults
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -79,15 +80,68 @@ def get_spark(app_name: str = "scavenger", master: str | None = None,
                                      f"-Dlog4j2.configurationFile=file:{_LOG4J}")
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if quiet and not remote and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        with _filtered_jvm_stderr():
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
     if quiet:
-        try:
-            spark.sparkContext.setLogLevel("ERROR")
-        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: the server's log level applies
-            pass
+        # Spark's own log lines: the quiet log4j configuration above (--verbose keeps Spark's defaults); under
+        # Spark Connect the server's logging applies
         _quiet_python_loggers()
     _apply_defaults(spark, explicit=set(conf.keys()))
     return spark
+
+
+_NOISE = ("WARNING: Using incubator modules", "Setting default log level", "To adjust logging level",
+          "Using Spark's default log4j profile", "WARNING: An illegal reflective", "WARNING: Please consider",
+          "WARNING: All illegal access")
+_LOG_LINE = __import__("re").compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (TRACE|DEBUG|INFO|WARN|ERROR)\b")
+
+
+def _keep(line: str) -> bool:
+    """A line of the JVM's stderr worth showing: not the banner, not a log4j line (progress bars pass)."""
+    text = line.lstrip("\r")
+    return not (text.startswith(_NOISE) or _LOG_LINE.match(text) or text.startswith("\tat ")
+                or text.startswith("Caused by:") or text.startswith("java.") or text.startswith("org.apache."))
+
+
+@contextlib.contextmanager
+def _filtered_jvm_stderr():
+    """Start the JVM with its stderr through a pipe: a thread forwards what is worth showing (Spark's stage
+    progress when the console shows it) and drops the banner and log lines. This process's own stderr is
+    restored as soon as the JVM has started; SCAVENGER_DEBUG=1 or --verbose keeps everything."""
+    import threading
+
+    if os.environ.get("SCAVENGER_DEBUG") == "1":
+        yield
+        return
+    sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
+    saved = os.dup(2)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    out = os.fdopen(os.dup(saved), "w", buffering=1)
+
+    def pump():
+        with os.fdopen(read_fd, "r", errors="replace", newline="") as src:
+            buf = ""
+            while True:
+                chunk = src.read(1)
+                if not chunk:
+                    break
+                buf += chunk
+                if chunk in ("\n", "\r"):
+                    if _keep(buf):
+                        out.write(buf)
+                        out.flush()
+                    buf = ""
+    threading.Thread(target=pump, name="jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _quiet_python_loggers() -> None:
@@ -128,19 +182,33 @@ def scan_batch_days(spark) -> int:
     return days
 
 
+# Spark's built-in values of the keys of DEFAULT_SQL_CONF: a key still at its built-in value was set by nobody
+_BUILT_IN = {"spark.sql.sources.partitionOverwriteMode": ("STATIC", "static"),
+             "spark.sql.parquet.compression.codec": ("snappy",),
+             "spark.sql.codegen.hugeMethodLimit": ("65535",)}
+
+
 def _apply_defaults(spark, explicit: set[str] | None = None) -> None:
-    """Set each default SQL conf unless the user (or spark-submit) already set it. Under Spark Connect the server
-    owns its configuration: nothing is changed there."""
-    try:
-        spark_conf = spark.sparkContext.getConf()
-    except Exception:  # noqa: BLE001 - Spark Connect
-        return
+    """Set each default SQL conf unless the user (``--conf``, spark-submit, spark-defaults.conf) set it: a key is
+    changed only while it holds Spark's built-in value (``spark.conf`` alone: the same under Spark Connect, where
+    the server's settings are left alone otherwise)."""
+    remote = type(spark).__module__.startswith("pyspark.sql.connect")
     for key, value in DEFAULT_SQL_CONF.items():
         if explicit and key in explicit:
             continue
-        if spark_conf.contains(key):
+        try:
+            current = spark.conf.get(key, None)
+        except Exception:  # noqa: BLE001 - a key the server does not expose
             continue
-        spark.conf.set(key, value)
+        if key == "spark.sql.session.timeZone":
+            if not remote and current != value:
+                spark.conf.set(key, value)
+            continue
+        if current is None or current in _BUILT_IN.get(key, ()):
+            try:
+                spark.conf.set(key, value)
+            except Exception:  # noqa: BLE001 - a static conf of a running server
+                pass
 
 
 def parse_conf_pairs(pairs: list[str] | None) -> dict[str, str]:
