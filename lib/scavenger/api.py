@@ -39,8 +39,9 @@ class Result:
         """The table as a Spark DataFrame when the Spark engine ran, else the pandas frame."""
         if self._spark is None:
             return self.pandas
-        clean = self.pandas.astype(object).where(self.pandas.notna(), None)
-        return self._spark.createDataFrame(clean)
+        from .io.catalog import spark_frame
+
+        return spark_frame(self._spark, self.pandas)
 
     def _repr_html_(self) -> str:
         return self.pandas._repr_html_()

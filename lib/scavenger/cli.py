@@ -51,9 +51,18 @@ class JobContext:
 
             hint = "--master or --conf given" if getattr(self.args, "master", None) or \
                 getattr(self.args, "conf", None) else None
+            if getattr(self.args, "catalog", None):
+                hint = "--catalog given (catalog tables are Spark's)"
             name, why = choose(getattr(self.args, "engine", "auto"), inputs.all(), hint)
             self._engine = open_engine(name, why, spark=self.spark if name == "spark" else None)
             self.result.engine = self._engine.info.to_dict()
+            from .commands._common import check_catalog
+
+            check_catalog(self.args, self, self._engine)
+        return self._engine
+
+    @property
+    def engine_open(self):
         return self._engine
 
     def close(self) -> None:

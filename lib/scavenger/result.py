@@ -119,14 +119,11 @@ class RunResult:
             "timings_seconds": self.timings, "verdicts": self.verdicts, "summary": self.summary,
         })
 
-    def write(self, out_dir: str | os.PathLike) -> Path:
-        """Write atomically (temp file + rename) so a reader never sees half a file."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        target = out / "result.json"
-        tmp = out / f".result.json.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
-            json.dump(self.to_dict(), fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        os.replace(tmp, target)
+    def write(self, out_dir: str | os.PathLike) -> str:
+        """Write ``<out>/result.json`` at once (a hidden temporary file, then a move), on any URI pyarrow.fs
+        opens, so a reader never sees half a file."""
+        from .io import fs
+
+        target = fs.join(str(out_dir), "result.json")
+        fs.write_bytes(target, (json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n").encode("utf-8"))
         return target

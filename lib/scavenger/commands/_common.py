@@ -43,6 +43,9 @@ def add_engine_arguments(parser) -> None:
 
 def add_output_arguments(parser, what: str) -> None:
     parser.add_argument("--out", required=True, help=f"output directory or URI: {what}, result.json")
+    parser.add_argument("--catalog", default=None, metavar="DB",
+                        help="also write the result tables, the quarantine and the verdicts as tables of the Spark "
+                             "session's catalog in database DB, partitioned by dt (re-running a day replaces it)")
     parser.add_argument("--json", action="store_true", help="print result.json on stdout instead of the summary")
     parser.add_argument("--verbose", action="store_true", help="show Spark's own log lines")
 
@@ -135,10 +138,49 @@ def batch_days(args, engine) -> int:
 
 
 def quarantine_dir(args) -> str:
+    """Where quarantined rows go: catalog tables ``<db>.quarantine_logs`` / ``_decisions`` with --catalog, else
+    beside the statistics store (the days it holds) or under --out."""
     from ..io import fs
 
+    if getattr(args, "catalog", None):
+        return f"catalog:{args.catalog}.quarantine"
     return fs.join(args.stats_dir, "quarantine") if getattr(args, "stats_dir", None) else fs.join(args.out,
                                                                                                    "quarantine")
+
+
+def check_catalog(args, ctx, engine) -> None:
+    """--catalog needs the Spark engine and an existing database (exit 2 before any work)."""
+    if not getattr(args, "catalog", None):
+        return
+    from ..errors import UsageError
+    from ..io import catalog
+
+    if engine.name != "spark":
+        raise UsageError("--catalog writes tables of the Spark session's catalog: use --engine spark (or auto)")
+    catalog.check_database(engine.spark, args.catalog)
+
+
+def write_results(args, ctx, tables: dict, window_end) -> dict:
+    """Result tables (pandas) under --out (name/part-0.parquet; by-day tables partitioned by dt) and, with
+    --catalog, as catalog tables <db>.<name> (the window's tables under dt = its last day)."""
+    from ..io import catalog, fs, outputs
+
+    written = {}
+    for name, frame in tables.items():
+        if frame is None:
+            continue
+        uri = fs.join(args.out, name)
+        if "dt" in frame.columns:
+            outputs.write_by_day(frame, uri)
+        else:
+            outputs.write_table(frame, uri)
+        written[name] = uri
+        if getattr(args, "catalog", None):
+            extra = frame.assign(run_id=ctx.result.run_id)
+            table = f"{args.catalog}.{name}"
+            catalog.write(ctx.engine_open.spark, extra, table, None if "dt" in frame.columns else window_end)
+            written[f"{name}_table"] = table
+    return written
 
 
 def check_level(args) -> None:

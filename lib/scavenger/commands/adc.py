@@ -43,7 +43,6 @@ def prepare(args, ctx):
 
 def run(args, ctx, prepared):
     from ..errors import DataCheckFailed
-    from ..io import fs, outputs
     from ..pipelines.adc import adc
 
     inputs, gate, options = prepared
@@ -52,10 +51,8 @@ def run(args, ctx, prepared):
         res = adc(engine, inputs, options, gate, args.stats_dir, C.quarantine_dir(args), ctx.result.run_id,
                   C.batch_days(args, engine))
     r = ctx.result
-    r.outputs["adc"] = outputs.write_table(res.table, fs.join(args.out, "adc"))
-    if res.by_day is not None:
-        r.outputs["adc_by_day"] = fs.join(args.out, "adc_by_day")
-        outputs.write_by_day(res.by_day, r.outputs["adc_by_day"])
+    r.outputs.update(C.write_results(args, ctx, {"adc": res.table, "adc_by_day": res.by_day},
+                                     max(res.stats.dates)))
     r.outputs["quarantine"] = C.quarantine_dir(args)
     stats = res.stats
     ap = stats.table("ad_position")

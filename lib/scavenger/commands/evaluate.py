@@ -63,7 +63,6 @@ def prepare(args, ctx):
 
 def run(args, ctx, prepared):
     from ..errors import DataCheckFailed
-    from ..io import fs, outputs
     from ..pipelines.evaluate import evaluate
     from ..statistics.scan import StatsConfig
 
@@ -74,15 +73,10 @@ def run(args, ctx, prepared):
     with ctx.result.timed("evaluate"):
         ev = evaluate(engine, inputs, options, gate, config, args.stats_dir, C.quarantine_dir(args),
                       ctx.result.run_id, C.batch_days(args, engine))
-    out = {"estimates": outputs.write_table(ev.estimates, fs.join(args.out, "estimates")),
-           "diagnostics": outputs.write_table(ev.diagnostics, fs.join(args.out, "diagnostics"))}
-    if ev.adc is not None:
-        out["adc"] = outputs.write_table(ev.adc, fs.join(args.out, "adc"))
-    if ev.estimates_by_day is not None:
-        out["estimates_by_day"] = fs.join(args.out, "estimates_by_day")
-        outputs.write_by_day(ev.estimates_by_day, out["estimates_by_day"])
     r = ctx.result
-    r.outputs.update(out)
+    r.outputs.update(C.write_results(args, ctx, {"estimates": ev.estimates, "diagnostics": ev.diagnostics,
+                                                 "adc": ev.adc, "estimates_by_day": ev.estimates_by_day},
+                                     max(ev.stats.dates)))
     r.outputs["quarantine"] = C.quarantine_dir(args)
     stats = ev.stats
     r.counts.update({"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),

@@ -56,7 +56,7 @@ def prepare(args, ctx):
 
 def run(args, ctx, prepared) -> None:
     from ..errors import DataCheckFailed
-    from ..io import fs, outputs
+    from ..io import fs
     from ..pipelines.validate import validate
     from ..statistics.scan import StatsConfig  # noqa: F401
 
@@ -67,7 +67,7 @@ def run(args, ctx, prepared) -> None:
         v = validate(engine, inputs, estimators, checks, gate, args.stats_dir, C.quarantine_dir(args),
                      ctx.result.run_id, C.batch_days(args, engine), docs_dir=docs)
     r = ctx.result
-    r.outputs["validation"] = outputs.write_table(v.verdict_frame(), fs.join(args.out, "validation"))
+    r.outputs.update(C.write_results(args, ctx, {"validation": v.verdict_frame()}, max(v.window.stats.dates)))
     r.outputs["quarantine"] = C.quarantine_dir(args)
     if docs and fs.exists(fs.join(docs, "index.html")):
         r.outputs["data_docs"] = fs.join(docs, "index.html")

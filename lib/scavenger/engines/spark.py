@@ -215,9 +215,19 @@ def _spark_path(uri: str) -> str:
 
 
 def _arrow_schema(struct):
-    from pyspark.sql.pandas.types import to_arrow_schema
+    """A pyarrow schema for a Spark schema (for the conform step, which reads names and nested field names)."""
+    import pyarrow as pa
 
-    return to_arrow_schema(struct)
+    from ..contract import arrow_type
+
+    fields = []
+    for f in struct.fields:
+        try:
+            t = arrow_type(f.dataType, nullable=True)
+        except TypeError:          # a type the contract never uses: its name is enough for the conform step
+            t = pa.string()
+        fields.append(pa.field(f.name, t, True))
+    return pa.schema(fields)
 
 
 def _days_filter(days) -> str:

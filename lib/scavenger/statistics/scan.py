@@ -156,7 +156,18 @@ def _keep(engine, name: str, sql: str) -> str:
 
 
 def _write_quarantine(engine, sql: str, uri: str, days, n: int) -> None:
-    """Quarantined rows of these days under ``uri``/dt=*/ (a re-run replaces exactly these days)."""
+    """Quarantined rows of these days under ``uri``/dt=*/ (a re-run replaces exactly these days), or into the
+    catalog table ``uri`` = ``catalog:<db>.<table>`` (Spark), partitions of these days replaced."""
+    if uri.startswith("catalog:"):
+        from ..io import catalog
+
+        table = uri[len("catalog:"):].replace("/", "_")
+        for d in days:
+            if engine.spark.catalog.tableExists(table):
+                engine.spark.sql(f"ALTER TABLE {table} DROP IF EXISTS PARTITION (dt = DATE '{d.isoformat()}')")
+        if n:
+            catalog.write_sql(engine.spark, sql, table)
+        return
     if n == 0:
         from ..engines.duck import commit_partitions
         from ..io import fs
