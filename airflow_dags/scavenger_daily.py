@@ -1,7 +1,11 @@
 """``scavenger_daily``: the scheduled warehouse pipeline, one run per day ``dt`` (= the run's ``ds``).
 
-    plan -> validate (gate) -> stats (per registry dataset) -> adc (trailing window)
-         -> evaluate (per registry dataset, trailing window) -> report
+    plan -> validate (gate of the deployment's estimators) -> stats (the day's one pass, per registry dataset)
+         -> adc (trailing window) -> evaluate (per registry dataset, trailing window, and per day) -> report
+
+Outputs are published as Assets (scavenger.validation, .adc, .estimates, .report) whose events carry the dt as
+their partition key, so downstream DAGs can schedule on them. The param ``engine`` (spark | duckdb) runs a day
+on DuckDB in a local process instead of spark-submit (small deployments).
 
 Every Spark task is ``spark-submit jobs/<name>.py`` through the Spark connection (``spark_default``:
 host ``local[*]``); it writes only ``{root}/<job>/dt=<ds>/`` and a re-run replaces that directory, so runs of
@@ -17,7 +21,7 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import DAG, CronDataIntervalTimetable, chain, task
+from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param, chain, task
 from scavenger_airflow.operators import ScavengerSparkSubmitOperator
 
 SPARK_CONN_ID = os.environ.get("SCAVENGER_SPARK_CONN_ID", "spark_default")
@@ -32,6 +36,10 @@ DEFAULT_ARGS = {
     "execution_timeout": timedelta(hours=2),
 }
 
+# What the daily DAG publishes, partitioned by dt (the run's ds): downstream DAGs can schedule on these.
+ASSETS = {name: Asset(name=f"scavenger.{name}", uri=f"scavenger://outputs/{name}")
+          for name in ("validation", "adc", "estimates", "report")}
+
 with DAG(
     dag_id="scavenger_daily",
     description="validate -> day statistics -> ADCs -> evaluate registered policies -> report, per dt",
@@ -43,17 +51,23 @@ with DAG(
     dagrun_timeout=timedelta(hours=8),
     tags=["scavenger"],
     doc_md=__doc__,
+    params={"engine": Param(None, type=["null", "string"], enum=[None, "spark", "duckdb"],
+                            description="run this day's jobs on Spark (spark-submit) or on DuckDB in a local "
+                                        "process; default: the config's engine")},
 ) as dag:
 
     @task(multiple_outputs=True)
-    def plan(ds=None, run_id=None):
+    def plan(ds=None, run_id=None, params=None):
         """Read and check the config, build every job's argv for this dt (nothing runs here)."""
         import sys
 
         from scavenger_airflow import config as C
         from scavenger_airflow.runtime import load_config
 
-        return C.daily_plan(load_config(), ds, python=sys.executable, run_id=run_id)
+        cfg = load_config()
+        if params and params.get("engine"):
+            cfg = C.validate_config({**cfg, "engine": params["engine"]})
+        return C.daily_plan(cfg, ds, python=sys.executable, run_id=run_id)
 
     @task
     def registry_jobs(jobs: list):
@@ -61,11 +75,15 @@ with DAG(
         return jobs
 
     steps = plan()
-    validate = ScavengerSparkSubmitOperator(task_id="validate", conn_id=SPARK_CONN_ID, step=steps["validate"])
+    validate = ScavengerSparkSubmitOperator(task_id="validate", conn_id=SPARK_CONN_ID, step=steps["validate"],
+                                            outlets=[ASSETS["validation"]])
     stats = ScavengerSparkSubmitOperator.partial(task_id="stats", conn_id=SPARK_CONN_ID).expand(
         step=registry_jobs.override(task_id="stats_jobs")(steps["stats"]))
-    adc = ScavengerSparkSubmitOperator(task_id="adc", conn_id=SPARK_CONN_ID, step=steps["adc"])
-    evaluate = ScavengerSparkSubmitOperator.partial(task_id="evaluate", conn_id=SPARK_CONN_ID).expand(
+    adc = ScavengerSparkSubmitOperator(task_id="adc", conn_id=SPARK_CONN_ID, step=steps["adc"],
+                                       outlets=[ASSETS["adc"]])
+    evaluate = ScavengerSparkSubmitOperator.partial(task_id="evaluate", conn_id=SPARK_CONN_ID,
+                                                    outlets=[ASSETS["estimates"]]).expand(
         step=registry_jobs.override(task_id="evaluate_jobs")(steps["evaluate"]))
-    report = ScavengerSparkSubmitOperator(task_id="report", conn_id=SPARK_CONN_ID, step=steps["report"])
+    report = ScavengerSparkSubmitOperator(task_id="report", conn_id=SPARK_CONN_ID, step=steps["report"],
+                                          outlets=[ASSETS["report"]])
     chain(validate, stats, adc, evaluate, report)

@@ -21,9 +21,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Kept equal to scavenger.evaluation.ESTIMATORS and scavenger.estimators.adc.METHODS (tests check).
-ESTIMATORS = ("scavenging_slate", "scavenging_base", "factored", "reorder", "slate_ips", "slate_snips", "slate_pi",
-              "slate_wpi", "slate_pi_plus_plus", "slate_pi_beta")
+
+def _registry():
+    """scavenger.registry, the one declaration of the estimators (lib/ of this checkout when not installed)."""
+    try:
+        from scavenger import registry
+    except ImportError:  # the DAG processor without the package installed: the checkout beside the DAGs
+        import sys
+
+        sys.path.insert(0, str(REPO / "lib"))
+        from scavenger import registry
+    return registry
+
+
+# The estimators a deployment may name: the registry's (tests check the enums of the DAG params against it).
+ESTIMATORS = tuple(_registry().ESTIMATORS)
+ESTIMATOR_NAMES = tuple(_registry().names())
+ENGINES = ("spark", "duckdb")
 # estimate: ADCs from the evaluated window's own logs; daily: the table of scavenger_daily's `adc` task for the
 # window's last day ({root}/adc/dt=<to>/adc)
 ADC_SOURCES = ("estimate", "daily")
@@ -58,7 +72,11 @@ DEFAULTS: dict = {
     # the gate (`scavenger validate` of the day's logs); only these typed options, mapped to its flags
     "validate": {"great_expectations": True, "checks": None, "max_quarantine_share": None, "cramers_v_max": None,
                  "reward_max": None},
-    "estimators": [],          # [] -> the job's default set
+    "estimators": [],          # the estimators this deployment runs ([] -> the default set): validate gates only
+                               # their checks, evaluate estimates only them
+    "engine": "spark",         # spark: spark-submit through the connection; duckdb: the job in a local process
+                               # (small deployments; no JVM). The daily DAG's param `engine` overrides it per run
+    "catalog": None,           # a database of the Spark session's catalog: results also as tables <db>.<name>
     "prior_mean": None,        # None -> the job's default (logged mean reward)
     "adc_source": "daily",     # daily: evaluate uses this dt's `adc` task output; estimate: its own window
     "adc_method": None,        # None -> the job's default (variance_optimal)
@@ -105,7 +123,7 @@ def check_date(value, what: str) -> str:
 def check_estimators(values, what: str = "estimators") -> list[str]:
     if not isinstance(values, (list, tuple)):
         raise ConfigError(f"{what}: expected a list of estimator names, got {values!r}")
-    bad = [v for v in values if v not in ESTIMATORS]
+    bad = [v for v in values if v not in ESTIMATOR_NAMES]
     if bad:
         raise ConfigError(f"{what}: unknown estimator(s) {bad}; choose from {list(ESTIMATORS)}")
     if len(set(values)) != len(values):
@@ -173,6 +191,11 @@ def validate_config(cfg: dict) -> dict:
     out["prior_mean"] = check_prior_mean(out["prior_mean"])
     out["adc_source"] = check_adc_source(out["adc_source"])
     out["adc_method"] = check_enum(out["adc_method"], ADC_METHODS, "adc_method")
+    out["engine"] = check_enum(out["engine"], ENGINES, "engine") or "spark"
+    if out["catalog"] is not None:
+        _check(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$", out["catalog"], "catalog")
+        if out["engine"] != "spark":
+            raise ConfigError("catalog: catalog tables are written by Spark; set engine to spark")
     if out["stats_command"] not in STATS_COMMANDS:
         raise ConfigError(f"stats_command: {out['stats_command']!r} is not one of {list(STATS_COMMANDS)}")
     if out["report"] not in REPORT_MODES:
@@ -287,8 +310,20 @@ def spark_conf(cfg: dict, python: str) -> dict:
 
 
 def _step(cfg, job, args, python, skip=""):
+    """One job: spark-submit of jobs/<job>.py (engine spark) or the same job in a local process (engine duckdb)."""
+    if cfg["engine"] == "duckdb":
+        args = [*args, "--engine", "duckdb"]
+    elif cfg.get("catalog") and job in ("validate", "adc", "evaluate", "report"):
+        args = [*args, "--catalog", cfg["catalog"]]
     return {"application": application(cfg, job), "application_args": args,
-            "conf": spark_conf(cfg, python), "skip_reason": skip}
+            "conf": spark_conf(cfg, python), "skip_reason": skip, "engine": cfg["engine"]}
+
+
+def stores(cfg: dict) -> dict:
+    """The statistics stores: one for the logs alone (validate, adc) and one per registry dataset (its decisions
+    shape the day's tables: two datasets in one store would replace each other's days)."""
+    root = cfg["stats_dir"].rstrip("/")
+    return {"logs": f"{root}/logs", **{e["name"]: f"{root}/datasets/{e['name']}" for e in cfg["registry"]}}
 
 
 def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
@@ -297,14 +332,15 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
     ``evaluate`` and ``stats`` are lists (one entry per registry dataset); the others are single steps.
     """
     check_date(ds, "ds")
-    logs, stats_dir = cfg["logs"], cfg["stats_dir"]
+    logs, store = cfg["logs"], stores(cfg)
     frm, to = window(ds, cfg["window_days"])
     rid = ["--run-id", run_id] if run_id and re.fullmatch(r"[A-Za-z0-9_.:+-]{1,200}", run_id) else []
+    est = ["--estimators", ",".join(["adc", *cfg["estimators"]])] if cfg["estimators"] else []
     plan = {
-        "validate": _step(cfg, "validate", ["--logs", logs, "--from", ds, "--to", ds,
-                                            *validate_flags(cfg["validate"]),
+        "validate": _step(cfg, "validate", ["--logs", logs, "--from", ds, "--to", ds, *est,
+                                            *validate_flags(cfg["validate"]), "--stats-dir", store["logs"],
                                             "--out", out_dir(cfg, "validate", ds), *rid], python),
-        "adc": _step(cfg, "adc", ["--logs", logs, "--from", frm, "--to", to, "--stats-dir", stats_dir,
+        "adc": _step(cfg, "adc", ["--logs", logs, "--from", frm, "--to", to, "--stats-dir", store["logs"],
                                   "--out", out_dir(cfg, "adc", ds), *rid], python),
     }
     stats_cmd = cfg["stats_command"]
@@ -314,12 +350,14 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
     for entry in cfg["registry"]:
         pol = ["--policies", ",".join(entry["policies"])] if entry["policies"] else []
         name = entry["name"]
+        day_est = ["--estimators", ",".join(cfg["estimators"])] if cfg["estimators"] else []
         stats.append(_step(cfg, stats_cmd, [
             "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", ds, "--to", ds,
-            "--stats-dir", stats_dir, "--out", out_dir(cfg, f"stats/{name}", ds), *rid], python))
+            *day_est, "--stats-dir", store[name],
+            "--out", out_dir(cfg, f"stats/{name}", ds), *rid], python))
         evaluate.append(_step(cfg, "evaluate", [
             "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", frm, "--to", to,
-            *_estimation_flags(cfg, cfg, ds), "--stats-dir", stats_dir,
+            *_estimation_flags(cfg, cfg, ds), "--stats-dir", store[name], "--by-day",
             "--out", out_dir(cfg, f"evaluate/{name}", ds), *rid], python))
     plan["stats"], plan["evaluate"] = stats, evaluate
     report_args = ["--root", cfg["root"], "--dt", ds, "--out", out_dir(cfg, "report", ds), *rid]
@@ -364,8 +402,8 @@ def evaluate_plan(cfg: dict, params: dict, run_key: str, python: str = "") -> di
     pol = ["--policies", ",".join(p["policies"])] if p["policies"] else []
     out = f"{cfg['root'].rstrip('/')}/evaluate-adhoc/{run_key}"
     args = ["--logs", p["logs"], "--decisions", p["decisions"], *pol, "--from", p["date_from"],
-            "--to", p["date_to"], *_estimation_flags(cfg, p, p["date_to"]), "--stats-dir", cfg["stats_dir"],
-            "--out", out]
+            "--to", p["date_to"], *_estimation_flags(cfg, p, p["date_to"]),
+            "--stats-dir", f"{cfg['stats_dir'].rstrip('/')}/adhoc", "--out", out]
     return _step(cfg, "evaluate", args, python)
 
 
