@@ -50,19 +50,26 @@ def _clip(text: str, limit: int = 160) -> str:
 
 
 def _estimate_lines(result) -> list[str]:
+    """One line per identified estimate (the recommended one marked *), then one line per estimator and reason
+    the data could not support, with the policies it concerns."""
     rows = result.summary.get("estimates") or []
-    out = []
+    out, missing = [], {}
     for r in rows:
         if r.get("interval_kind") == "bound":
             continue
         if not r.get("identified", True):
-            out.append(f"  {r['policy_id']:<22} {r['estimator']:<22} not identified: {_clip(r.get('reason') or '', 90)}")
+            missing.setdefault((r["estimator"], r.get("reason") or ""), []).append(r["policy_id"])
             continue
-        interval = (f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r.get("ci_low") is not None
-                    and isinstance(r["ci_low"], float) and math.isfinite(r["ci_low"])
-                    else f"no interval{': ' + _clip(r.get('reason'), 60) if r.get('reason') else ''}")
+        lo, hi = r.get("ci_low"), r.get("ci_high")
+        finite = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (lo, hi))
+        interval = f"[{_fmt(lo)}, {_fmt(hi)}]" if finite else \
+            "no interval" + (f": {_clip(r.get('reason'), 70)}" if r.get("reason") else "")
         star = " *" if r.get("recommended") else ""
-        out.append(f"  {r['policy_id']:<22} {r['estimator']:<22} {_fmt(r['value']):>9} {interval}{star}")
+        out.append(f"  {_clip(r['policy_id'], 22):<22} {r['estimator']:<22} {_fmt(r['value']):>9} {interval}{star}")
+    for (estimator, reason), policies in missing.items():
+        who = ", ".join(_clip(p, 30) for p in policies[:3]) + (f" and {len(policies) - 3} more" if len(policies) > 3
+                                                                else "")
+        out.append(f"  {estimator:<22} not identified for {who}: {_clip(reason, 110)}")
     return out
 
 
@@ -93,7 +100,7 @@ def summary_lines(result) -> list[str]:
             lines.append(f"  {'dcg':<17} " + " ".join(f"{_fmt(v, 3):>7}" for v in result.summary["dcg"]))
         for reason in result.summary.get("not_identified") or []:
             lines.append(f"  not identified: {reason}")
-    for note in (result.summary.get("notes") or [])[:8]:
+    for note in [n for n in (result.summary.get("notes") or []) if "not identified" not in n][:8]:
         lines.append(f"note: {_clip(note)}")
     if result.message and result.status == "ok":
         lines.append(f"note: {_clip(result.message)}")

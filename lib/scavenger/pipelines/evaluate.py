@@ -57,17 +57,22 @@ class Evaluation:
 
 def _gate_estimators(wanted: list, named: bool, window: Window, gate: GateConfig) -> tuple[list, list, list]:
     """(estimators to run, notes, refused): a failed check refuses a named estimator (enforce) or leaves a default
-    one out with a note; ``report`` keeps it, marked by its checks column."""
-    keep, notes, refused = [], [], []
+    one out with a note; ``report`` keeps it, marked by its checks column. One note per set of failed checks."""
+    keep, refused, grouped = [], [], {}
     for e in wanted:
-        failed = [c for c in registry.get(e).checks if window.check_verdicts.get(c) == A.FAIL]
+        failed = tuple(c for c in registry.get(e).checks if window.check_verdicts.get(c) == A.FAIL)
         if not failed or gate.mode != "enforce":
             keep.append(e)
             if failed:
-                notes.append(f"{e}: check(s) {','.join(failed)} failed; estimate marked (--gate report)")
+                grouped.setdefault((failed, "estimates marked (--gate report)"), []).append(e)
             continue
-        text = f"{e}: check(s) {','.join(failed)} failed ({', '.join(A.CHECK_NAMES[c] for c in failed)})"
-        (refused if named else notes).append(text + ("" if named else "; left out of the default set"))
+        if named:
+            refused.append(f"{e}: check(s) {','.join(failed)} failed "
+                           f"({', '.join(A.CHECK_NAMES[c] for c in failed)})")
+        else:
+            grouped.setdefault((failed, "left out of the default set"), []).append(e)
+    notes = [f"{', '.join(es)}: check(s) {','.join(f)} failed ({', '.join(A.CHECK_NAMES[c] for c in f)}); {what}"
+             for (f, what), es in grouped.items()]
     return keep, notes, refused
 
 
@@ -113,8 +118,10 @@ def finish(rows: list, ctx: E.Context, window: Window, level: float) -> pd.DataF
         ok = g[g["identified"] & np.isfinite(g["ci_low"].astype(float)) & np.isfinite(g["ci_high"].astype(float))
                & (g["interval_kind"] != "bound")]
         if len(ok):
-            ranks = [registry.get(_base_name(e)).recommend_rank for e in ok["estimator"]]
-            est.loc[ok.index[int(np.argmin(ranks))], "recommended"] = True
+            # an estimate whose checks all passed first, then the registry's order (PI++, PI, IPS, factored, ...)
+            ranks = [(":fail" in str(c), registry.get(_base_name(e)).recommend_rank)
+                     for e, c in zip(ok["estimator"], ok["checks"])]
+            est.loc[ok.index[min(range(len(ranks)), key=ranks.__getitem__)], "recommended"] = True
     return est
 
 
