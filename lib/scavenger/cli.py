@@ -210,7 +210,12 @@ def _report(module, args, result) -> None:
         return
     from .summary import summary_lines
 
-    for line in summary_lines(result):
+    try:
+        lines = summary_lines(result)
+    except Exception as exc:  # noqa: BLE001 - the summary never changes how a job ended
+        lines = [f"scavenger {result.job}: {result.status} (summary unavailable: {type(exc).__name__}; "
+                 f"see result.json)"]
+    for line in lines:
         print(line)
 
 

@@ -92,7 +92,7 @@ def summary_lines(result) -> list[str]:
         lines.append("estimates (value, interval; * = recommended):")
         lines += est
     adc = result.summary.get("adc")
-    if adc:
+    if isinstance(adc, dict) and adc:
         lines.append("ADC by position (C_1..C_K):")
         for method, values in adc.items():
             lines.append(f"  {method:<17} " + " ".join(f"{_fmt(v, 3):>7}" for v in values))

@@ -188,3 +188,14 @@ def check_level(args) -> None:
         raise UsageError("--level must be in (0, 1)")
     if hasattr(args, "delta") and not 0 < args.delta < 1:
         raise UsageError("--delta must be in (0, 1)")
+
+
+def window_counts(stats) -> dict:
+    """Days of the window, read (scanned) or taken from the store, and the log rows actually read."""
+    read = 0
+    for d in stats.scanned:
+        lc = stats.per_day.get(d, {}).get("log_counts")
+        if lc is not None and len(lc):
+            read += int(lc["rows"].sum())
+    return {"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
+            "rows_read": read}

@@ -56,7 +56,7 @@ def run(args, ctx, prepared):
     r.outputs["quarantine"] = C.quarantine_dir(args)
     stats = res.stats
     ap = stats.table("ad_position")
-    r.counts.update({"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
+    r.counts.update({**C.window_counts(stats),
                      "impressions": int(ap["m"].sum()) if len(ap) else 0, **res.window.counts})
     r.verdicts = res.window.verdicts
     t = res.table[res.table["interval_kind"] == ("bootstrap" if args.bootstrap else "delta")]

@@ -79,7 +79,7 @@ def run(args, ctx, prepared):
                                      max(ev.stats.dates)))
     r.outputs["quarantine"] = C.quarantine_dir(args)
     stats = ev.stats
-    r.counts.update({"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
+    r.counts.update({**C.window_counts(stats),
                      "policies": int(ev.estimates["policy_id"].nunique()), "estimates": len(ev.estimates),
                      **ev.window.counts})
     r.verdicts = ev.verdicts

@@ -72,7 +72,7 @@ def run(args, ctx, prepared) -> None:
     if docs and fs.exists(fs.join(docs, "index.html")):
         r.outputs["data_docs"] = fs.join(docs, "index.html")
     stats = v.window.stats
-    r.counts.update({"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
+    r.counts.update({**C.window_counts(stats),
                      **v.window.counts})
     r.verdicts = v.verdicts
     r.summary.update({"window": stats.window, "estimators": v.estimators, "checks": v.window.check_verdicts,
