@@ -6,31 +6,21 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import background_call
-
-
-def _demo_work(work):
-    """The demo at a small scale (in its own process, in the background: tests/conftest.py)."""
-    from conftest import background_spark
-    from scavenger.demo import run_demo
-
-    lines = []
-    summary = run_demo(background_spark(), str(work / "demo"), days=2, events_per_day=6000, seed=3,
-                       printer=lines.append)
-    return {"text": "\n".join(str(x) for x in lines), "summary": summary}
-
-
-BACKGROUND = {"demo_run": background_call(__file__, "_demo_work")}
 
 
 @pytest.fixture(scope="module")
-def demo_run(background_run):
-    return background_run("demo_run")
+def demo_run(spark, tmp_path_factory):
+    """The demo at a small scale: generation on the suite's Spark session, estimates on DuckDB (its default)."""
+    from scavenger.demo import run_demo
+
+    work = tmp_path_factory.mktemp("demo")
+    lines = []
+    summary = run_demo(spark, str(work / "demo"), days=2, events_per_day=6000, seed=3, printer=lines.append)
+    return {"text": "\n".join(str(x) for x in lines), "summary": summary, "workdir": work}
 
 
 def test_demo_runs_and_recovers_the_truth(demo_run):
-    value = demo_run.value()
-    text, summary, tmp_path = value["text"], value["summary"], demo_run.workdir
+    text, summary, tmp_path = demo_run["text"], demo_run["summary"], demo_run["workdir"]
     for heading in ("attention-decay coefficients", "data gate on the ranked logs", "ranked target policies",
                     "data gate on the slotted logs", "slotted target policies"):
         assert heading in text

@@ -10,17 +10,19 @@ Every estimate is printed beside the generator's true value.
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pandas as pd
 
-from .checks.gate import GateConfig
-from .evaluation import EvaluateOptions, estimate_adc, evaluate, write_table
+from . import api
+from .io import fs
+from .io.outputs import write_table
 from .simulation.generator import GeneratorConfig, generate
 
 
 def _fmt_interval(row, column: str = "value") -> str:
+    if "identified" in row and row["identified"] is False or str(row.get("identified")) == "False":
+        return f"not identified: {str(row.get('reason') or '')[:90]}"
     if pd.isna(row[column]):
         return "undefined"
     if pd.isna(row["ci_low"]):
@@ -49,13 +51,15 @@ def estimates_summary(estimates: pd.DataFrame, truth: dict) -> pd.DataFrame:
     rows = []
     for _, r in estimates.iterrows():
         true_value = truth["policies"].get(r["policy_id"], {}).get("realized_value")
-        covered = (None if true_value is None or pd.isna(r["ci_low"])
-                   else bool(r["ci_low"] <= true_value <= r["ci_high"]))
+        finite = not pd.isna(r["ci_low"]) and np.isfinite(r["ci_low"]) and np.isfinite(r["ci_high"])
+        # an interval that cannot fail ([-inf, inf], undefined) is not counted as covering
+        covered = None if true_value is None or not finite else bool(r["ci_low"] <= true_value <= r["ci_high"])
         rows.append({"policy": r["policy_id"], "estimator": r["estimator"],
                      "true value": None if true_value is None else round(true_value, 4),
                      "estimate [interval]": _fmt_interval(r), "kind": r["interval_kind"],
                      "covers truth": covered,
-                     "supported": None if pd.isna(r["supported_share"]) else round(float(r["supported_share"]), 3)})
+                     "supported": None if pd.isna(r.get("supported_share")) else
+                     round(float(r["supported_share"]), 3)})
     return pd.DataFrame(rows)
 
 
@@ -71,66 +75,63 @@ def verdict_lines(verdicts: list[dict]) -> list[str]:
 
 
 def run_demo(spark, out_dir: str, days: int = 7, events_per_day: int = 50_000, seed: int = 0,
-             printer=print) -> dict:
-    """Generate both data sets, evaluate, write tables under ``out_dir`` and print the summary."""
+             printer=print, engine: str = "duckdb") -> dict:
+    """Generate both data sets (Spark), evaluate them (``engine``), write tables under ``out_dir``, print the
+    summary. Estimates not identified from these logs are printed with their reason, never as numbers."""
     pd.set_option("display.width", 200)
     pd.set_option("display.max_columns", 20)
     summary: dict = {}
 
-    ranked_dir = os.path.join(out_dir, "ranked")
+    ranked_dir = fs.join(out_dir, "ranked")
     ranked_cfg = GeneratorConfig(layout="ranked", logging="history", n_positions=4, n_ads=40, n_contexts=24,
                                  days=days, events_per_day=events_per_day, seed=seed)
     printer(f"== generating {days} days x {events_per_day:,} ranked slates (history-dependent logging) ...")
     ranked_truth = generate(spark, ranked_cfg, ranked_dir)
-    ranked = evaluate(spark, os.path.join(ranked_dir, "logs"), os.path.join(ranked_dir, "decisions"),
-                      stats_dir=os.path.join(out_dir, "stats", "ranked"),
-                      options=EvaluateOptions(estimators=["scavenging", "factored"]),
-                      gate_config=GateConfig(gate=False, great_expectations=False,
-                                             out_dir=os.path.join(out_dir, "gate_ranked")))
+    ranked = api.evaluate(fs.join(ranked_dir, "logs"), fs.join(ranked_dir, "decisions"),
+                          estimators=["scavenging", "factored"], gate="report", engine=engine,
+                          stats_dir=fs.join(out_dir, "stats", "ranked"))
     printer("\n== data gate on the ranked logs (checks the scavenging/factored/ADC estimators rely on)")
     for line in verdict_lines(ranked.verdicts):
         printer(line)
-    adc_table = ranked.adc if ranked.adc is not None else estimate_adc(ranked.stats)
-    write_table(adc_table, out_dir, "adc")
+    adc_table = ranked.adc_pandas if ranked.adc_pandas is not None else \
+        api.adc(fs.join(ranked_dir, "logs"), gate="off", engine=engine).pandas
+    write_table(adc_table, fs.join(out_dir, "adc"))
     printer("\n== attention-decay coefficients (seed 001 section 4), 95% intervals; DCG = 1/log2(1+i)")
     printer(adc_summary(adc_table, ranked_truth["adc"]).to_string())
     printer("   naive is biased low here: the logging ranking puts better ads higher.")
-    write_table(ranked.estimates, out_dir, "estimates_ranked")
+    write_table(ranked.pandas, fs.join(out_dir, "estimates_ranked"))
     printer("\n== ranked target policies: scavenging and factored estimators vs truth")
-    printer(estimates_summary(ranked.estimates, ranked_truth).to_string(index=False))
+    printer(estimates_summary(ranked.pandas, ranked_truth).to_string(index=False))
     printer(f"   logging policy's true value: {ranked_truth['logging_policy']['realized_value']:.4f}")
 
-    slotted_dir = os.path.join(out_dir, "slotted")
+    slotted_dir = fs.join(out_dir, "slotted")
     slotted_cfg = GeneratorConfig(layout="slotted", logging="uniform", n_positions=3, slot_sizes=[3, 10, 30],
                                   n_contexts=24, days=days, events_per_day=events_per_day, seed=seed + 1)
     printer(f"\n== generating {days} days x {events_per_day:,} slotted slates (factorized uniform logging) ...")
     slotted_truth = generate(spark, slotted_cfg, slotted_dir)
-    slotted = evaluate(spark, os.path.join(slotted_dir, "logs"), os.path.join(slotted_dir, "decisions"),
-                       stats_dir=os.path.join(out_dir, "stats", "slotted"),
-                       options=EvaluateOptions(estimators=["slate"]),
-                       gate_config=GateConfig(gate=False, great_expectations=False,
-                                              out_dir=os.path.join(out_dir, "gate_slotted")))
+    slotted = api.evaluate(fs.join(slotted_dir, "logs"), fs.join(slotted_dir, "decisions"),
+                           estimators=["slate"], gate="report", engine=engine,
+                           stats_dir=fs.join(out_dir, "stats", "slotted"))
     printer("\n== data gate on the slotted logs (checks the importance-weighted estimators rely on)")
     for line in verdict_lines(slotted.verdicts):
         printer(line)
-    write_table(slotted.estimates, out_dir, "estimates_slotted")
-    write_table(slotted.diagnostics, out_dir, "diagnostics_slotted")
+    write_table(slotted.pandas, fs.join(out_dir, "estimates_slotted"))
+    write_table(slotted.diagnostics_pandas, fs.join(out_dir, "diagnostics_slotted"))
     printer("\n== slotted target policies: slate IPS, PI, wPI, PI++, data-driven CV (seed 002) vs truth")
-    printer(estimates_summary(slotted.estimates, slotted_truth).to_string(index=False))
+    printer(estimates_summary(slotted.pandas, slotted_truth).to_string(index=False))
 
     def coverage(est, truth):
         table = estimates_summary(est, truth)
         known = table["covers truth"].dropna()
         return {"intervals": int(len(known)), "covering": int(known.sum())}
 
-    summary["ranked"] = {"truth": ranked_truth["policies"], "coverage": coverage(ranked.estimates, ranked_truth)}
+    summary["ranked"] = {"truth": ranked_truth["policies"], "coverage": coverage(ranked.pandas, ranked_truth)}
     summary["slotted"] = {"truth": slotted_truth["policies"],
-                          "coverage": coverage(slotted.estimates, slotted_truth)}
+                          "coverage": coverage(slotted.pandas, slotted_truth)}
     cov_r, cov_s = summary["ranked"]["coverage"], summary["slotted"]["coverage"]
     printer(f"\n== {cov_r['covering']}/{cov_r['intervals']} ranked and {cov_s['covering']}/{cov_s['intervals']} "
             f"slotted intervals cover the true value (95% nominal; Theorem 3 bounds are conservative)")
     printer(f"   tables: {out_dir}/adc, estimates_ranked, estimates_slotted, diagnostics_slotted; "
             f"logs under {ranked_dir} and {slotted_dir}")
-    with open(os.path.join(out_dir, "demo_summary.json"), "w") as fh:
-        json.dump(summary, fh, indent=2, default=float)
+    fs.write_json(fs.join(out_dir, "demo_summary.json"), json.loads(json.dumps(summary, default=float)))
     return summary

@@ -489,23 +489,14 @@ def _context_counts(spark, logs_path: str, first: _dt.date, last: _dt.date) -> p
 
 
 def _write_small_table(spark, pdf: pd.DataFrame, schema: str, path: str) -> None:
-    """One small table as Parquet, committed whole: written to a hidden sibling, then swapped in by renames
-    (Hadoop FileSystem API), so a killed run leaves the previous table or the new one, never a half."""
-    import uuid
+    """One small table as Parquet at any URI, committed whole (io.outputs.write_table: a hidden sibling swapped
+    in), so a killed run leaves the previous table or the new one, never a half. ``schema`` documents the columns."""
+    from ..io.outputs import write_table
 
-    jvm = spark._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path
-    target = hpath(path)
-    fs = target.getFileSystem(spark._jsc.hadoopConfiguration())
-    token = uuid.uuid4().hex[:12]
-    tmp = hpath(target.getParent(), f".{target.getName()}.tmp-{token}")
-    old = hpath(target.getParent(), f".{target.getName()}.old-{token}")
-    spark.createDataFrame(pdf, schema).coalesce(1).write.mode("overwrite").parquet(tmp.toString())
-    if fs.exists(target) and not fs.rename(target, old):
-        raise OSError(f"could not move aside {path}")
-    if not fs.rename(tmp, target):
-        raise OSError(f"could not commit {path}")
-    fs.delete(old, True)
+    missing = [c.split()[0] for c in schema.split(",") if c.split()[0] not in pdf.columns]
+    if missing:
+        raise ValueError(f"truth table {path} lacks columns {missing}")
+    write_table(pdf, path)
 
 
 def _write_truth_tables(spark, world: World, truth_dir: str, per_context: dict) -> None:
