@@ -1,17 +1,48 @@
-"""Assumption checks 3a-3e: statistics equal plain numpy/scipy/pandas computations; verdicts have power."""
+"""Assumption checks 3a-3e: statistics equal plain numpy/scipy/pandas computations; verdicts have power.
+
+The checks are pure functions of a window's merged statistics (checks/judge.py over the tables of the one pass):
+here the pass runs on DuckDB over small in-memory logs drawn with numpy (no JVM); only the generator test needs
+Spark (to generate), and its statistics are computed on DuckDB too."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from scipy.stats import chi2_contingency
 from scipy.stats.contingency import association
 
 from scavenger.checks import assumptions as A
-from scavenger.checks.gate import assumption_rows
+from scavenger.checks import judge as J
 from scavenger.checks.testing import deterministic_decisions, synthetic_logs
+from scavenger.engines.duck import DuckDBEngine
+from scavenger.pipelines.common import describe_inputs, window_dates
+from scavenger.statistics.scan import ScanPlan, StatsConfig
+from scavenger.statistics.window import window_statistics
 
 REL = 1e-9
+
+
+class _KeepingEngine(DuckDBEngine):
+    """DuckDB that keeps the pass's intermediate relations (scv_pair_cells, ...) until it is closed."""
+
+    def release(self) -> None:
+        pass
+
+
+def window_stats(logs, decisions=None, config: StatsConfig = StatsConfig(), engine=None):
+    """The merged statistics of every day of ``logs`` (and ``decisions``): one pass on DuckDB."""
+    inputs = describe_inputs(logs, decisions)
+    eng = engine or DuckDBEngine("test")
+    try:
+        return window_statistics(eng, inputs.logs, inputs.decisions, window_dates(eng, inputs), ScanPlan(), config)
+    finally:
+        if engine is None:
+            eng.close()
+
+
+def assumption_rows(logs, decisions=None, checks=("a", "b", "c", "d", "e"), cfg=A.AssumptionConfig()):
+    return J.assumption_rows(window_stats(logs, decisions), checks, cfg, decisions is not None)
 
 
 def _verdicts(rows, check):
@@ -19,18 +50,23 @@ def _verdicts(rows, check):
 
 
 @pytest.fixture(scope="module")
-def contextual(spark):
-    return synthetic_logs(spark, n=3000, mode="contextual_ranked", n_ads=8, k=3, eps=0.3, seed=11)
+def contextual():
+    return synthetic_logs(None, n=3000, mode="contextual_ranked", n_ads=8, k=3, eps=0.3, seed=11)
 
 
 @pytest.fixture(scope="module")
-def uniform(spark):
-    return synthetic_logs(spark, n=3000, mode="uniform_ranked", n_ads=8, k=3, seed=12, days=2)
+def uniform():
+    return synthetic_logs(None, n=3000, mode="uniform_ranked", n_ads=8, k=3, seed=12, days=2)
 
 
 @pytest.fixture(scope="module")
-def slotted(spark):
-    return synthetic_logs(spark, n=3000, mode="uniform_slotted", k=3, slot_size=4, seed=13, days=2)
+def uniform_stats(uniform):
+    return window_stats(uniform[0])
+
+
+@pytest.fixture(scope="module")
+def slotted():
+    return synthetic_logs(None, n=3000, mode="uniform_slotted", k=3, slot_size=4, seed=13, days=2)
 
 
 def test_bias_corrected_v_formula():
@@ -48,9 +84,9 @@ def test_bias_corrected_v_formula():
     assert st["v_bc"] == pytest.approx(np.sqrt(phi2c / min(rc - 1, cc - 1)), rel=REL)
 
 
-def test_context_table_v_matches_pandas_scipy(spark, contextual):
+def test_context_table_v_matches_pandas_scipy(contextual):
     df, raw = contextual
-    ctx = A.context_table(df).toPandas()
+    ctx = window_stats(df).table("context_cells")
     rows = A.check_a(ctx, pd.DataFrame(columns=["logging_policy", "position", "dt", "ad_id", "n"]),
                      A.AssumptionConfig())
     # the same table straight from the numpy draws, with pandas
@@ -69,9 +105,8 @@ def test_context_table_v_matches_pandas_scipy(spark, contextual):
             assert r["verdict"] == "fail" and r["statistic"] > 0.3
 
 
-def test_check_a_uniform_passes_with_time_shown(spark, uniform):
-    df, _ = uniform
-    rows = assumption_rows(spark, df, None, ("a",), A.AssumptionConfig())
+def test_check_a_uniform_passes_with_time_shown(uniform_stats):
+    rows = J.assumption_rows(uniform_stats, ("a",), A.AssumptionConfig(), decisions=False)
     ci = _verdicts(rows, "a.context_independence")
     assert len(ci) == 3 * 3            # 3 positions x (f0, f1, context_id)
     assert all(r["verdict"] == "pass" and r["statistic"] < 0.05 for r in ci)
@@ -79,64 +114,80 @@ def test_check_a_uniform_passes_with_time_shown(spark, uniform):
     assert len(td) == 3 and all(r["verdict"] == "pass" for r in td)
 
 
-def test_check_d_ranked_fails_slotted_passes(spark, uniform, slotted):
+def test_check_d_ranked_fails_slotted_passes(uniform_stats, slotted):
     cfg = A.AssumptionConfig()
-    ranked_rows = assumption_rows(spark, uniform[0], None, ("d",), cfg)
+    ranked_rows = J.assumption_rows(uniform_stats, ("d",), cfg, decisions=False)
     col = _verdicts(ranked_rows, "d.collisions")
     assert len(col) == 3 and all(r["verdict"] == "fail" and r["statistic"] == 0.0 for r in col)
-    slotted_rows = assumption_rows(spark, slotted[0], None, ("d",), cfg)
+    slotted_rows = assumption_rows(slotted[0], checks=("d",), cfg=cfg)
     assert {r["verdict"] for r in slotted_rows} == {"pass"}
     dep = _verdicts(slotted_rows, "d.slot_dependence")
     assert len(dep) == 3 and all(r["statistic"] < cfg.factor_v_max for r in dep)
 
 
-def test_cell_counts_exchange_before_counting(uniform):
-    """Check d's cells are hash-partitioned by the whole cell before they are counted: nearly every cell is
-    distinct with a large ad pool, and a partial count over a whole input split grew one hash map per split until
-    a 4g driver ran out of heap (10M events). In the plan the exchange on the 6 cell columns comes before (below)
-    every count, and the counts equal a pandas group-by of the slot pairs."""
-    df, _ = uniform
-    pairs = A.slot_pairs(df)
-    cells = A.cell_counts(pairs)
-    plan = cells._jdf.queryExecution().executedPlan().toString().splitlines()
-    exchanges = [i for i, line in enumerate(plan) if "Exchange hashpartitioning(" in line]
-    counts = [i for i, line in enumerate(plan) if "count(1)" in line]
-    assert len(exchanges) == 1 and counts and max(counts) < exchanges[0], "\n".join(plan)
-    assert all(c in plan[exchanges[0]] for c in ("logging_policy", "stratum", "j#", "k#", "a#", "b#"))
-    got = cells.toPandas().sort_values(A.PAIR_KEY + ["a", "b"]).reset_index(drop=True)
-    want = (pairs.toPandas().groupby(A.PAIR_KEY + ["a", "b"]).size().rename("n").reset_index()
-            .sort_values(A.PAIR_KEY + ["a", "b"]).reset_index(drop=True))
-    assert len(got) > 100 and got.equals(want.astype({"n": got["n"].dtype}))
-
-
-def test_pair_strata_sums_equal_scipy(spark, uniform):
+def test_pair_cells_count_every_slot_pair(uniform):
+    """Check d's cells (statistics/sql/tables.pair_cells, materialized once per pass): per (dt, logging policy,
+    context stratum, j < k, a, b) the events showing ad a at position j and ad b at position k -- equal to a pandas
+    group-by of the numpy slot pairs, and summed over the cells they give pair_strata's n. (The Spark DataFrame
+    cell count of earlier versions, whose plan this test once inspected for the exchange before the count, is gone:
+    both engines run this one SQL statement.)"""
     df, raw = uniform
-    strata = A.pair_strata(A.pair_cells(df))
+    eng = _KeepingEngine("test")
+    try:
+        stats = window_stats(df, engine=eng)
+        cells = eng.fetch("SELECT * FROM scv_pair_cells")
+    finally:
+        eng.close()
+    key = ["dt", "logging_policy", "stratum", "j", "k", "a", "b"]
+    got = cells.assign(dt=cells["dt"].astype(str))[key + ["n"]].sort_values(key).reset_index(drop=True)
+    days = np.array([f"2026-01-{d + 1:02d}" for d in raw["day"]])
+    frames = [pd.DataFrame({"dt": days, "logging_policy": "uniform_ranked", "stratum": [f"c{c}" for c in raw["ctx"]],
+                            "j": j, "k": k, "a": raw["ads"][:, j - 1], "b": raw["ads"][:, k - 1]})
+              for j in (1, 2, 3) for k in (1, 2, 3) if j < k]
+    want = (pd.concat(frames).groupby(key).size().rename("n").reset_index().sort_values(key)
+            .reset_index(drop=True))
+    assert len(got) > 100 and len(got) == len(want)
+    assert got[key].astype(str).equals(want[key].astype(str))
+    assert (got["n"].to_numpy() == want["n"].to_numpy()).all()
+    strata = stats.table("pair_strata")
+    per_stratum = got.groupby(["dt", "stratum", "j", "k"])["n"].sum()
+    assert len(strata) == len(per_stratum) == 2 * 6 * 3
+    assert all(per_stratum[(str(s.dt), s.stratum, s.j, s.k)] == s.n for s in strata.itertuples())
+
+
+def test_pair_strata_sums_equal_scipy(uniform, uniform_stats):
+    """Per (day, context stratum) of slots 1 and 2: n, the Pearson identity chi2 = n (S - 1) and the collision
+    expectation, against scipy and pandas on the numpy draws; pooled over the window's strata."""
+    _, raw = uniform
+    strata = uniform_stats.table("pair_strata")
+    strata = strata.assign(dt=strata["dt"].astype(str))
     ads, ctx = raw["ads"], raw["ctx"]
     exp_o, exp_e = 0.0, 0.0
-    for c in range(6):
-        m = ctx == c
-        table = pd.crosstab(ads[m, 0], ads[m, 1])          # slots 1 vs 2 in stratum c
-        chi2 = chi2_contingency(table.to_numpy(), correction=False)[0]
-        (s,) = strata[(strata.stratum == f"c{c}") & (strata.j == 1) & (strata.k == 2)].to_dict("records")
-        assert s["n"] == m.sum()
-        assert s["n"] * (s["s"] - 1.0) == pytest.approx(chi2, rel=1e-9)
-        r1 = pd.Series(ads[m, 0]).value_counts()
-        r2 = pd.Series(ads[m, 1]).value_counts()
-        e = float((r1 * r2.reindex(r1.index).fillna(0)).sum() / m.sum())
-        assert s["e_diag"] == pytest.approx(e, rel=REL)
-        exp_e += e
-        exp_o += float((ads[m, 0] == ads[m, 1]).sum())
+    for d in range(2):
+        for c in range(6):
+            m = (ctx == c) & (raw["day"] == d)
+            table = pd.crosstab(ads[m, 0], ads[m, 1])          # slots 1 vs 2 in stratum c on day d
+            chi2 = chi2_contingency(table.to_numpy(), correction=False)[0]
+            (s,) = strata[(strata.dt == f"2026-01-{d + 1:02d}") & (strata.stratum == f"c{c}") & (strata.j == 1)
+                          & (strata.k == 2)].to_dict("records")
+            assert s["n"] == m.sum()
+            assert s["n"] * (s["s"] - 1.0) == pytest.approx(chi2, rel=1e-9)
+            r1 = pd.Series(ads[m, 0]).value_counts()
+            r2 = pd.Series(ads[m, 1]).value_counts()
+            e = float((r1 * r2.reindex(r1.index).fillna(0)).sum() / m.sum())
+            assert s["e_diag"] == pytest.approx(e, rel=REL)
+            exp_e += e
+            exp_o += float((ads[m, 0] == ads[m, 1]).sum())
     st = A.stratified_dependence(strata[(strata.j == 1) & (strata.k == 2)])
     assert st["collisions_observed"] == exp_o == 0.0
     assert st["collisions_expected"] == pytest.approx(exp_e, rel=REL)
 
 
-def test_check_c_unseen_ad_fails_and_mass_is_exact(spark, uniform):
+def test_check_c_unseen_ad_fails_and_mass_is_exact(uniform):
     df, raw = uniform
-    good = deterministic_decisions(spark, df, "logged_ads", {1: "ad00", 2: "ad01", 3: "ad02"})
-    bad = deterministic_decisions(spark, df, "unseen_ad", {1: "ad00", 2: "ad99", 3: "ad02"})
-    rows = assumption_rows(spark, df, good.unionByName(bad), ("b", "c"), A.AssumptionConfig())
+    good = deterministic_decisions(None, df, "logged_ads", {1: "ad00", 2: "ad01", 3: "ad02"})
+    bad = deterministic_decisions(None, df, "unseen_ad", {1: "ad00", 2: "ad99", 3: "ad02"})
+    rows = assumption_rows(df, pa.concat_tables([good, bad]), ("b", "c"))
     c = {r["scope"]: r for r in _verdicts(rows, "c.support")}
     assert c["policy=logged_ads"]["verdict"] == "pass" and c["policy=logged_ads"]["statistic"] == 0.0
     assert c["policy=unseen_ad"]["verdict"] == "fail"
@@ -149,13 +200,13 @@ def test_check_c_unseen_ad_fails_and_mass_is_exact(spark, uniform):
     assert t["statistic"] == counts.min()
 
 
-def test_check_b_rare_mass_exact(spark):
-    df, raw = synthetic_logs(spark, n=400, mode="uniform_ranked", n_ads=8, k=2, seed=5)
+def test_check_b_rare_mass_exact():
+    df, raw = synthetic_logs(None, n=400, mode="uniform_ranked", n_ads=8, k=2, seed=5)
     m = pd.Series(raw["ads"][:, 0]).value_counts()          # M(a, 1)
     target_ad = m.index[-1]                                   # least shown at position 1
-    dec = deterministic_decisions(spark, df, "t", {1: target_ad, 2: "ad07"})
+    dec = deterministic_decisions(None, df, "t", {1: target_ad, 2: "ad07"})
     min_m = int(m.iloc[-1]) + 1                               # makes (1, target_ad) rare
-    rows = assumption_rows(spark, df, dec, ("b",), A.AssumptionConfig(min_m=min_m))
+    rows = assumption_rows(df, dec, ("b",), A.AssumptionConfig(min_m=min_m))
     m2 = pd.Series(raw["ads"][:, 1]).value_counts()
     expected = 0.5 + (0.5 if m2.get("ad07", 0) < min_m else 0.0)
     (r,) = _verdicts(rows, "b.rare_mass")
@@ -163,23 +214,22 @@ def test_check_b_rare_mass_exact(spark):
     assert r["verdict"] == "fail"
 
 
-def test_check_e_calibration(spark, uniform):
+def test_check_e_calibration(uniform_stats):
     cfg = A.AssumptionConfig()
-    ok = assumption_rows(spark, uniform[0], None, ("e",), cfg)
+    ok = J.assumption_rows(uniform_stats, ("e",), cfg, decisions=False)
     assert {r["verdict"] for r in _verdicts(ok, "e.calibration")} == {"pass"}
-    wrong, _ = synthetic_logs(spark, n=3000, mode="uniform_ranked", n_ads=8, k=3, seed=12, days=2,
+    wrong, _ = synthetic_logs(None, n=3000, mode="uniform_ranked", n_ads=8, k=3, seed=12, days=2,
                               propensity_scale=0.5)   # logged 1/16, served 1/8: observed = 2 x expected
-    bad = assumption_rows(spark, wrong, None, ("e",), cfg)
+    bad = assumption_rows(wrong, checks=("e",), cfg=cfg)
     e = _verdicts(bad, "e.calibration")
     assert len(e) == 3 and all(r["verdict"] == "fail" for r in e)
     # statistic = max over 16 (day, ad) cells of O/E - 1, each ~ 1 +- 0.146 (O ~ 187.5, E = 93.75): 4 sd
     assert all(r["statistic"] == pytest.approx(1.0, abs=0.6) for r in e)
 
 
-def test_calibration_cells_equal_numpy(spark, uniform):
-    df, raw = uniform
-    slot = A.slot_table(df).toPandas()
-    slot["dt"] = slot["dt"].astype(str)
+def test_calibration_cells_equal_numpy(uniform, uniform_stats):
+    _, raw = uniform
+    slot = J.slot_table(uniform_stats).drop(columns=["stratum_min", "stratum_max"])
     events = slot.groupby(["logging_policy", "dt", "position"], as_index=False).agg(events=("n", "sum"))
     cells = A.calibration_cells(slot, events, 5.0)
     day0 = cells[(cells.dt == "2026-01-01") & (cells.position == 2) & (cells.ad_id == "ad03")].iloc[0]
@@ -196,14 +246,13 @@ def test_calibration_cells_equal_numpy(spark, uniform):
                                                    ("contextual", "fail")])
 def test_generator_logs_check_a(spark, tmp_path, logging_mode, expected):
     """Issue 5: uniform and history generator logs pass 3a, contextual fails (8000 events, 20 ads, 60 contexts:
-    under independence the bias-corrected V is ~0 +- 0.02; the contextual exploit branch gives V ~ 0.5)."""
-    from scavenger.contract import read_logs
+    under independence the bias-corrected V is ~0 +- 0.02; the contextual exploit branch gives V ~ 0.5). The
+    generator needs Spark; the statistics of its Parquet logs come from DuckDB."""
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     cfg = GeneratorConfig(layout="ranked", logging=logging_mode, n_ads=20, days=2, events_per_day=4000, seed=3)
     generate(spark, cfg, str(tmp_path))
-    logs = read_logs(spark, str(tmp_path / "logs"))
-    rows = assumption_rows(spark, logs, None, ("a",), A.AssumptionConfig())
+    rows = assumption_rows(str(tmp_path / "logs"), checks=("a",))
     ci = _verdicts(rows, "a.context_independence")
     assert len(ci) == 4 * 4                      # 4 positions x (f0, f1, f2, context_id)
     if expected == "pass":

@@ -1,90 +1,118 @@
-"""The gate and `scavenger validate`: counts reconcile, thresholds decide, outputs written, exit codes 0/3/2."""
+"""The gate and `scavenger validate`: counts reconcile, thresholds decide, outputs written, exit codes 0/3/2.
+
+The gate is the validate pipeline (pipelines/validate.py over pipelines/common.run_window): one pass per day with
+the row rules as flags, verdicts as pure functions of the merged statistics. Here it runs on DuckDB over small
+numpy-drawn logs (no JVM); the CLI runs with its default engine (DuckDB for local Parquet)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import functions as F
 
-from scavenger.checks import ESTIMATOR_CHECKS, GateConfig, run_gate
+from scavenger import registry
 from scavenger.checks.testing import deterministic_decisions, synthetic_logs
 from scavenger.cli import main
-from scavenger.contract import write_partitioned
+from scavenger.engines.duck import DuckDBEngine
 from scavenger.errors import DataCheckFailed
+from scavenger.pipelines.common import GateConfig, describe_inputs, run_window
+from scavenger.pipelines.validate import validate
+from scavenger.statistics.scan import ScanPlan, StatsConfig
+
+FIRST_ADS = {1: "s1_a0", 2: "s2_a0", 3: "s3_a0"}
 
 
-def _inject_bad(df, n_bad: int):
+def _inject_bad(table: pa.Table, n_bad: int) -> pa.Table:
     """Zero the first slot's propensity on n_bad events (ZERO_PROPENSITY)."""
-    bad_ids = [f"13-{i}" for i in range(n_bad)]
-    slots = F.when(F.col("event_id").isin(bad_ids), F.transform(
-        F.col("slots"), lambda s: s.withField("propensity", F.lit(0.0)))).otherwise(F.col("slots"))
-    return df.select(*[slots.alias(c) if c == "slots" else F.col(c) for c in df.columns])
+    bad_ids = {f"13-{i}" for i in range(n_bad)}
+    rows = table.to_pylist()
+    for r in rows:
+        if r["event_id"] in bad_ids:
+            r["slots"][0]["propensity"] = 0.0
+    return pa.Table.from_pylist(rows, schema=table.schema)
+
+
+def _write_partitioned(table: pa.Table, root: Path) -> str:
+    """Parquet partitioned by dt (pyarrow: the layout every writer produces)."""
+    for day in sorted(set(table["dt"].to_pylist())):
+        part = table.filter(pa.compute.equal(table["dt"], pa.scalar(day))).drop(["dt"])
+        path = root / f"dt={day.isoformat()}"
+        path.mkdir(parents=True, exist_ok=True)
+        pq.write_table(part, path / "part-0.parquet")
+    return str(root)
 
 
 @pytest.fixture(scope="module")
-def slotted(spark):
-    df, _ = synthetic_logs(spark, n=3000, mode="uniform_slotted", k=3, slot_size=4, seed=13, days=2)
-    return df.cache()
+def slotted():
+    df, _ = synthetic_logs(None, n=3000, mode="uniform_slotted", k=3, slot_size=4, seed=13, days=2)
+    return df
 
 
 @pytest.fixture(scope="module")
-def data_dir(spark, slotted, tmp_path_factory):
+def data_dir(slotted, tmp_path_factory):
     root = tmp_path_factory.mktemp("validate")
-    write_partitioned(slotted, str(root / "slotted" / "logs"))
-    dec = deterministic_decisions(spark, slotted, "first_ads", {1: "s1_a0", 2: "s2_a0", 3: "s3_a0"})
-    write_partitioned(dec, str(root / "slotted" / "decisions"))
-    ranked, _ = synthetic_logs(spark, n=3000, mode="uniform_ranked", n_ads=8, k=3, seed=12, days=2)
-    write_partitioned(ranked, str(root / "ranked" / "logs"))
+    _write_partitioned(slotted, root / "slotted" / "logs")
+    dec = deterministic_decisions(None, slotted, "first_ads", FIRST_ADS)
+    _write_partitioned(dec, root / "slotted" / "decisions")
+    ranked, _ = synthetic_logs(None, n=3000, mode="uniform_ranked", n_ads=8, k=3, seed=12, days=2)
+    _write_partitioned(ranked, root / "ranked" / "logs")
     return root
 
 
-def test_gate_below_threshold_proceeds_on_clean_rows(spark, slotted, tmp_path):
+def test_gate_below_threshold_proceeds_on_clean_rows(slotted, tmp_path):
     logs = _inject_bad(slotted, 2)                     # 2 / 3000 = 0.067% < 0.1%
-    dec = deterministic_decisions(spark, slotted, "first_ads", {1: "s1_a0", 2: "s2_a0", 3: "s3_a0"})
-    gate = run_gate(spark, logs, dec, checks=ESTIMATOR_CHECKS["pi"],
-                    config=GateConfig(out_dir=str(tmp_path), run_id="t1"))
+    dec = deterministic_decisions(None, slotted, "first_ads", FIRST_ADS)
+    eng = DuckDBEngine("test")
     try:
-        c = gate.counts["logs"]
-        assert (c["rows_in"], c["rows_used"], c["rows_quarantined"]) == (3000, 2998, 2)
-        assert c["by_reason"] == {"ZERO_PROPENSITY": 2}
-        d = gate.counts["decisions"]                   # the 2 quarantined events take their decisions along
-        assert (d["rows_in"], d["rows_used"], d["rows_quarantined"]) == (3000, 2998, 2)
-        assert d["by_reason"] == {"EVENT_QUARANTINED": 2}
-        assert not gate.failed, gate.message
-        assert gate.clean_logs.count() == 2998 and gate.clean_decisions.count() == 2998
-        assert gate.verdicts_for("pi") == {"b": "pass", "c": "pass", "d": "pass", "e": "pass"}
-        assert gate.check_verdicts["quarantine"] == "warn"
-        q = spark.read.parquet(str(tmp_path / "quarantine" / "logs"))
-        assert q.count() == 2 and q.where(F.col("run_id") == "t1").count() == 2
-        v = spark.read.parquet(str(tmp_path / "validation"))
-        assert v.columns == ["check", "scope", "statistic", "threshold", "verdict", "message"]
-        assert v.count() == len(gate.verdicts)
-        assert (tmp_path / "data_docs" / "index.html").exists()
-        ge = gate.verdicts[gate.verdicts["check"] == "ge.impression_log.daily"]
-        zero = ge[ge["scope"].str.contains("column=ZERO_PROPENSITY")]
-        assert list(zero["verdict"]) == ["warn"]       # GE saw the 2 bad rows; the gate decides
-        # every phase is timed (result.json of validate shows them)
-        assert {"rules_logs", "rules_decisions", "quarantine_write", "check_slot_table", "check_target_mass",
-                "check_e", "great_expectations", "total"} <= set(gate.timings)
+        v = validate(eng, describe_inputs(logs, dec), ["pi"], None, GateConfig(),
+                     quarantine_dir=str(tmp_path / "quarantine"), run_id="t1", docs_dir=str(tmp_path / "data_docs"))
     finally:
-        gate.release()
+        eng.close()
+    c = v.window.counts["logs"]
+    assert (c["rows_in"], c["rows_used"], c["rows_quarantined"]) == (3000, 2998, 2)
+    assert c["by_reason"] == {"ZERO_PROPENSITY": 2}
+    d = v.window.counts["decisions"]                   # the 2 quarantined events take their decisions along
+    assert (d["rows_in"], d["rows_used"], d["rows_quarantined"]) == (3000, 2998, 2)
+    assert d["by_reason"] == {"EVENT_QUARANTINED": 2}
+    assert not v.failed, v.message
+    stats = v.window.stats                             # the statistics count the clean rows only
+    assert stats.table("log_summary")["n_events"].sum() == 2998
+    assert stats.table("policy_events")["n_events"].sum() == 2998
+    assert {c_: v.window.check_verdicts[c_] for c_ in registry.get("pi").checks} == \
+        {"b": "pass", "c": "pass", "d": "pass", "e": "pass"}
+    assert v.window.check_verdicts["quarantine"] == "warn"
+    q = pd.read_parquet(tmp_path / "quarantine" / "logs")
+    assert len(q) == 2 and (q["run_id"] == "t1").sum() == 2
+    frame = v.verdict_frame()                          # what `validate` writes as OUT/validation
+    assert list(frame.columns) == ["check", "scope", "statistic", "threshold", "verdict", "message"]
+    assert len(frame) == len(v.verdicts) == len(v.window.verdicts) + len(v.ge_rows)
+    assert (tmp_path / "data_docs" / "index.html").exists()
+    ge = frame[frame["check"] == "ge.impression_log.daily"]
+    zero = ge[ge["scope"].str.contains("column=ZERO_PROPENSITY")]
+    assert list(zero["verdict"]) == ["warn"]           # GE saw the 2 bad rows; the gate decides
+    # the checks pi relies on were run, and only those (plus the quarantine)
+    assert v.checks == registry.checks_for(["slate_pi"]) == ("b", "c", "d", "e")
 
 
-def test_gate_above_threshold_fails(spark, slotted):
-    gate = run_gate(spark, _inject_bad(slotted, 4), None, checks=(),
-                    config=GateConfig(great_expectations=False))
+def test_gate_above_threshold_fails(slotted):
+    logs = _inject_bad(slotted, 4)
+    eng = DuckDBEngine("test")
     try:
-        assert gate.failed and gate.failed_checks == ["quarantine"]
-        assert gate.verdicts.iloc[0]["statistic"] == pytest.approx(4 / 3000, rel=1e-12)
-        with pytest.raises(DataCheckFailed):
-            gate.raise_if_failed()
+        with pytest.raises(DataCheckFailed, match="4 of 3000 rows quarantined") as exc:
+            run_window(eng, describe_inputs(logs), (), ScanPlan(False, False, False),
+                       GateConfig(great_expectations=False), StatsConfig())
+        (q,) = [r for r in exc.value.verdicts if r["check"] == "quarantine"]
+        assert q["verdict"] == "fail" and q["statistic"] == pytest.approx(4 / 3000, rel=1e-12)
+        assert exc.value.exit_code == 3
+        report_only = run_window(eng, describe_inputs(logs), (), ScanPlan(False, False, False),
+                                 GateConfig(great_expectations=False, mode="report"), StatsConfig())
     finally:
-        gate.release()
-    report_only = run_gate(spark, _inject_bad(slotted, 4), None, checks=(),
-                           config=GateConfig(great_expectations=False, gate=False))
-    assert not report_only.failed and report_only.failed_checks == ["quarantine"]
-    report_only.release()
+        eng.close()
+    assert report_only.check_verdicts == {"quarantine": "fail"}   # marked, not raised
+    assert report_only.counts["logs"]["rows_used"] == 2996
 
 
 def _run(argv):
@@ -102,7 +130,9 @@ def test_cli_exit_codes(data_dir, tmp_path):
     assert res["summary"]["checks"]["d"] == "pass" and res["exit_code"] == 0
     assert any(v["check"] == "a.context_independence" for v in res["verdicts"])
     assert Path(res["outputs"]["data_docs"]).exists()
-    # nothing quarantined: no Spark job writes the quarantine tables, but they exist (empty) for readers
+    assert res["engine"]["name"] == "duckdb" and res["timings_seconds"]["validate"] > 0   # the gate is timed
+    assert len(pd.read_parquet(res["outputs"]["validation"])) == len(res["verdicts"])
+    # nothing quarantined: no quarantine rows are written, but the tables exist (empty) for readers
     assert res["counts"]["logs"]["rows_quarantined"] == 0
     for table in ("logs", "decisions"):
         q = out / "quarantine" / table
@@ -138,8 +168,11 @@ def test_cli_missing_path_exit_2(tmp_path):
 
 
 def test_suite_files_match_generators():
-    from scavenger.checks.expectations import contract_suite_spec, daily_suite_spec, load_suite_spec
+    """schemas/expectations/ holds what the generators write: the contract suites (run on the inputs' schemas,
+    checks/ge_window.py) and the daily suites (on the pass's per-dt counts)."""
+    from scavenger.checks.expectations import daily_suite_spec, load_suite_spec
+    from scavenger.checks.ge_window import schema_suite_spec
 
     for name in ("impression_log", "decisions"):
-        assert load_suite_spec(f"{name}.contract") == contract_suite_spec(name)
+        assert load_suite_spec(f"{name}.contract") == schema_suite_spec(name)
         assert load_suite_spec(f"{name}.daily") == json.loads(json.dumps(daily_suite_spec(name)))

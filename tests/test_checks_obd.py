@@ -5,16 +5,24 @@ ingest writes the campaign as ``context_id`` and prefixes item ids with it, so c
 Pooled per logging policy the shown ads' propensities sum to 3 and every expectation is off by the campaign
 shares: a false failure. Within the campaign (the default scope ``auto`` finds the partition) the random logs
 pass, and the same logs with one ad's propensity doubled fail. Numbers are checked against pandas on the CSVs.
+
+The ingest (Spark) runs once for the module and writes Parquet; the gate's pass and checks run on DuckDB over it.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import functions as F
 
 from scavenger.checks import assumptions as A
-from scavenger.checks.gate import assumption_rows
+from scavenger.checks import judge as J
+from scavenger.engines.duck import DuckDBEngine
+from scavenger.pipelines.common import GateConfig, describe_inputs
+from scavenger.pipelines.validate import validate
 
 CAMPAIGNS = {"all": 80, "men": 34, "women": 46}
 BAD_AD, BAD_ITEM = "all/14", 14
@@ -25,10 +33,20 @@ def _rows(rows, check):
 
 
 @pytest.fixture(scope="module")
-def obd_random(spark, obd_dir):
+def obd_parquet(spark, obd_dir, tmp_path_factory):
+    """The random and the bts logs of the sample through the ingest, as Parquet partitioned by dt."""
+    from scavenger.contract import write_partitioned
     from scavenger.obd import ingest_obd
 
-    return ingest_obd(spark, obd_dir, policies=("random",)).cache()
+    root = tmp_path_factory.mktemp("obd")
+    for policy in ("random", "bts"):
+        write_partitioned(ingest_obd(spark, obd_dir, policies=(policy,)), str(root / policy))
+    return root
+
+
+@pytest.fixture(scope="module")
+def obd_random(obd_parquet):
+    return str(obd_parquet / "random")
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +63,33 @@ def raw(obd_dir):
 
 
 @pytest.fixture(scope="module")
-def mislogged(obd_random):
-    """The same logs with the propensity of one ad (all/14) logged twice too high."""
-    s = F.col("slots")[0]
-    doubled = F.array(F.struct(s["position"].alias("position"), s["ad_id"].alias("ad_id"),
-                               (s["propensity"] * F.lit(2.0)).alias("propensity"), s["reward"].alias("reward")))
-    slots = F.when(s["ad_id"] == F.lit(BAD_AD), doubled).otherwise(F.col("slots"))
-    return obd_random.select(*[slots.alias(c) if c == "slots" else F.col(c) for c in obd_random.columns]).cache()
+def mislogged(obd_random, tmp_path_factory):
+    """The same logs with the propensity of one ad (all/14) logged twice too high (each file rewritten with
+    pyarrow at the same place of a copy)."""
+    src, dst = Path(obd_random), tmp_path_factory.mktemp("obd_bad") / "logs"
+    for f in src.glob("dt=*/*.parquet"):
+        table = pq.read_table(f)
+        rows = table.to_pylist()
+        for r in rows:
+            for s in r["slots"]:
+                if s["ad_id"] == BAD_AD:
+                    s["propensity"] *= 2.0
+        (dst / f.parent.name).mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), dst / f.parent.name / f.name)
+    return str(dst)
+
+
+def gate(logs, scope: str = "auto"):
+    """Check e through the gate of `validate` (DuckDB): the window's statistics and its verdict rows."""
+    eng = DuckDBEngine("test")
+    try:
+        v = validate(eng, describe_inputs(logs), None, ("e",),
+                     GateConfig(assumptions=A.AssumptionConfig(calibration_scope=scope), great_expectations=False,
+                                mode="report"))
+    finally:
+        eng.close()
+    assert v.window.counts["logs"]["rows_quarantined"] == 0       # every OBD row is clean
+    return v.window.stats, v.window.verdicts
 
 
 def _window_numbers(raw: pd.DataFrame) -> pd.DataFrame:
@@ -68,15 +106,15 @@ def _window_numbers(raw: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def test_context_id_partitions_the_campaigns(spark, obd_random, raw):
-    slot = A.slot_table(obd_random, "context_id").toPandas()
+def test_context_id_partitions_the_campaigns(obd_random, raw):
+    stats, _ = gate(obd_random)
+    slot = J.slot_table(stats)
     strata = A.partition_strata(slot)
     assert set(strata) == {"random"}
     of_ad = strata["random"]
     assert of_ad.groupby(of_ad).size().to_dict() == CAMPAIGNS
     assert all(of_ad[ad] == ad.split("/")[0] for ad in of_ad.index)
     # the window statistics equal pandas on the CSVs
-    slot["dt"] = slot["dt"].astype(str)
     cal = A.calibration_slot(slot, strata)
     events = cal.groupby(["logging_policy", "stratum", "dt", "position"], as_index=False).agg(events=("n", "sum"))
     got = A.window_calibration(A.calibration_cells(cal, events, 5.0), 5.0).set_index("ad_id")
@@ -88,8 +126,8 @@ def test_context_id_partitions_the_campaigns(spark, obd_random, raw):
     np.testing.assert_allclose(got["z"].to_numpy(), want["z"].to_numpy(), rtol=1e-9, atol=1e-12)
 
 
-def test_obd_random_logs_pass_check_e(spark, obd_random, raw):
-    rows = assumption_rows(spark, obd_random, None, ("e",), A.AssumptionConfig())
+def test_obd_random_logs_pass_check_e(obd_random, raw):
+    _, rows = gate(obd_random)
     per_position = _rows(rows, "e.calibration")
     assert [r["scope"] for r in per_position] == [f"policy=random position={k}" for k in (1, 2, 3)]
     assert all(r["verdict"] == "pass" and r["statistic"] == 0.0 for r in per_position), per_position
@@ -100,10 +138,10 @@ def test_obd_random_logs_pass_check_e(spark, obd_random, raw):
     assert f"{len(want)} ads" in window["message"] and f"max |O/E-1|={want['rel'].abs().max():.4f}" in window["message"]
 
 
-def test_pooled_scope_is_the_false_failure(spark, obd_random, raw):
+def test_pooled_scope_is_the_false_failure(obd_random, raw):
     """Pooled over the campaigns (the old behaviour, now --calibration-scope policy) the shown ads' propensities
     sum to 80/80 + 34/34 + 46/46 = 3 on every (day, position)."""
-    rows = assumption_rows(spark, obd_random, None, ("e",), A.AssumptionConfig(calibration_scope="policy"))
+    _, rows = gate(obd_random, "policy")
     per_position = _rows(rows, "e.calibration")
     sums = (raw.drop_duplicates(["day", "position", "ad"]).groupby(["position", "day"])["p"].sum()
             .groupby("position").max())
@@ -113,15 +151,15 @@ def test_pooled_scope_is_the_false_failure(spark, obd_random, raw):
         assert r["statistic"] == pytest.approx(3.0, abs=1e-9)
 
 
-def test_fixed_scope_by_context_map_key_passes(spark, obd_random):
-    rows = assumption_rows(spark, obd_random, None, ("e",), A.AssumptionConfig(calibration_scope="context:campaign"))
+def test_fixed_scope_by_context_map_key_passes(obd_random):
+    _, rows = gate(obd_random, "context:campaign")
     e = [r for r in rows if r["check"].startswith("e.")]
     assert len(e) == 4 and {r["verdict"] for r in e} == {"pass"}
     assert "within each value of context:campaign" in e[0]["message"]
 
 
-def test_mislogged_ad_fails_check_e(spark, mislogged, raw):
-    rows = assumption_rows(spark, mislogged, None, ("e",), A.AssumptionConfig())
+def test_mislogged_ad_fails_check_e(mislogged, raw):
+    _, rows = gate(mislogged)
     bad = raw.assign(p=np.where(raw["ad"] == BAD_AD, 2 * raw["p"], raw["p"]))
     # per position: the 'all' campaign's shown ads now sum to 1 + 1/80 on the days every ad was shown
     sums = (bad.drop_duplicates(["campaign", "day", "position", "ad"]).groupby(["position", "campaign", "day"])["p"]
@@ -142,25 +180,19 @@ def test_mislogged_ad_fails_check_e(spark, mislogged, raw):
     assert f"ad {BAD_AD} (stratum all) shown {int(w['o'])} times" in window["message"]
 
 
-def test_obd_bts_logs_are_not_testable(spark, obd_dir):
+def test_obd_bts_logs_are_not_testable(obd_parquet):
     """Bernoulli Thompson Sampling: propensities vary within a day, so check e warns instead of testing the few
     cells that happen to look constant."""
-    from scavenger.obd import ingest_obd
-
-    bts = ingest_obd(spark, obd_dir, policies=("bts",))
-    rows = assumption_rows(spark, bts, None, ("e",), A.AssumptionConfig())
+    _, rows = gate(str(obd_parquet / "bts"))
     e = [r for r in rows if r["check"].startswith("e.")]
     assert len(e) == 3 and {r["verdict"] for r in e} == {"warn"}
     assert all(r["statistic"] > 0.9 for r in e)        # share of varying cells
 
 
-def test_cli_calibration_scope(spark, obd_random, mislogged, tmp_path):
+def test_cli_calibration_scope(obd_random, mislogged, tmp_path):
     from scavenger.cli import main
-    from scavenger.contract import write_partitioned
 
-    good, bad = str(tmp_path / "good"), str(tmp_path / "bad")
-    write_partitioned(obd_random, good)
-    write_partitioned(mislogged, bad)
+    good, bad = obd_random, mislogged
     common = ["--checks", "e", "--allow-partial-slates", "--no-great-expectations"]
     assert main(["validate", "--logs", good, "--out", str(tmp_path / "v1"), *common]) == 0
     assert main(["validate", "--logs", bad, "--out", str(tmp_path / "v2"), *common]) == 3
@@ -168,3 +200,5 @@ def test_cli_calibration_scope(spark, obd_random, mislogged, tmp_path):
                  *common]) == 3
     assert main(["validate", "--logs", good, "--out", str(tmp_path / "v4"), "--calibration-scope", "campaign",
                  *common]) == 2
+    assert main(["validate", "--logs", good, "--out", str(tmp_path / "v5"), "--calibration-scope",
+                 "context:campaign", *common]) == 0

@@ -1,16 +1,30 @@
-"""Row rules and quarantine: every injected bad row gets its reason, counts reconcile exactly."""
+"""Row rules and quarantine: every injected bad row gets its reason, counts reconcile exactly.
+
+The rules are flag columns of the one pass (checks/rules.py, evaluated by statistics/sql/logs.py and
+decisions.py); here the pass runs on DuckDB over raw records (event_time and dt as strings, as read from JSON or
+CSV: a value that does not parse becomes null) and each row's reasons are read back from the quarantine it
+writes. Clean rows are the ones the statistics count."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
-from scavenger.checks import rules
 from scavenger.checks.rules import DECISION_REASONS, LOG_REASONS, RuleConfig
+from scavenger.contract import DECISIONS, LOGS, arrow_schema
+from scavenger.engines.duck import DuckDBEngine
+from scavenger.pipelines.common import describe_inputs, window_dates
+from scavenger.statistics.scan import ScanPlan, StatsConfig
+from scavenger.statistics.window import window_statistics
 
 DAY = "2026-01-01"
 DAY2 = "2026-01-02"
+# the fixture's rules: everything a row can break is quarantined (the defaults count null propensities and
+# accept partial slates; test_null_propensity_configurable and test_partial_slates cover them)
+STRICT = RuleConfig(reward_max=1.0, quarantine_null_propensity=True, require_full_slates=True)
 
 
 def _slate(ads, props=None, rewards=None, positions=None):
@@ -56,65 +70,6 @@ def _bad_logs():
     return clean_rows + cases
 
 
-@pytest.fixture(scope="module")
-def flagged_logs(spark):
-    cases = _bad_logs()
-    df = rules.raw_frame(spark, [r for r, _ in cases])
-    flagged = rules.flag_logs(df, RuleConfig(reward_max=1.0)).cache()
-    got = {r["event_id"] + "|" + str(r["dt"]): set(r[rules.REASON])
-           for r in flagged.select("event_id", "dt", rules.REASON).collect()}
-    return cases, flagged, got
-
-
-def test_every_bad_log_row_has_its_reason(flagged_logs):
-    cases, _, got = flagged_logs
-    assert len(got) == len(cases)
-    for row, expected in cases:
-        assert got[row["event_id"] + "|" + row["dt"]] == expected, row["event_id"]
-
-
-def test_log_counts_reconcile(flagged_logs):
-    cases, flagged, _ = flagged_logs
-    counts = rules.reason_counts(flagged, LOG_REASONS)
-    n_bad = sum(1 for _, e in cases if e)
-    assert counts["rows"].sum() == len(cases)
-    assert counts["quarantined"].sum() == n_bad
-    assert rules.clean(flagged, "impression_log").count() == len(cases) - n_bad
-    expected = pd.Series(0, index=LOG_REASONS)
-    for _, e in cases:
-        for code in e:
-            expected[code] += 1
-    assert counts[LOG_REASONS].sum().astype(int).to_dict() == expected.astype(int).to_dict()
-
-
-def test_null_propensity_configurable(spark):
-    rows = [_log(1, slots=_slate(["a1", "a2"], props=[None, .5])), _log(2)]
-    df = rules.raw_frame(spark, rows)
-    counted_only = rules.flag_logs(df, RuleConfig(quarantine_null_propensity=False))
-    assert counted_only.where("size(reason_codes) > 0").count() == 0
-    quarantined = rules.flag_logs(df, RuleConfig(quarantine_null_propensity=True))
-    assert [r[0] for r in quarantined.where("size(reason_codes) > 0").select("event_id").collect()] == ["e1"]
-
-
-def test_duplicates_quarantine_all(spark):
-    rows = [_log(1), _log(1, time="13:00:00"), _log(2)]
-    df = rules.raw_frame(spark, rows)
-    keep = rules.flag_logs(df, RuleConfig(duplicates="keep_first"))
-    assert keep.where("size(reason_codes) > 0").count() == 1
-    first = keep.where("size(reason_codes) = 0 and event_id = 'e1'").select("event_time").collect()
-    assert first[0][0] == dt.datetime(2026, 1, 1, 12, 0, 0)
-    allq = rules.flag_logs(df, RuleConfig(duplicates="quarantine_all"))
-    assert allq.where("size(reason_codes) > 0").count() == 2
-
-
-def test_revenue_range(spark):
-    rows = [_log(1, slots=_slate(["a1", "a2"], rewards=[3.5, 0.0])), _log(2, slots=_slate(["a1", "a2"], rewards=[12.0, 0.0]))]
-    df = rules.raw_frame(spark, rows)
-    flagged = rules.flag_logs(df, RuleConfig(reward_max=10.0))
-    bad = {r[0] for r in flagged.where("size(reason_codes) > 0").select("event_id").collect()}
-    assert bad == {"e2"}
-
-
 def _dec(i, policy="p1", day=DAY, slots=None):
     return {"policy_id": policy, "event_id": f"e{i}", "dt": day, "base_policy": None,
             "slots": slots if slots is not None else [
@@ -123,8 +78,7 @@ def _dec(i, policy="p1", day=DAY, slots=None):
                 {"position": 2, "ad_id": "a3", "probability": 1.0}]}
 
 
-def test_decision_rules_and_counts(spark, flagged_logs):
-    _, flagged, _ = flagged_logs
+def _decision_cases():
     cases = [(_dec(i, day=DAY if i % 2 else DAY2), set()) for i in range(1, 21)]
     cases += [
         (_dec(1, policy="p2", slots=[{"position": 1, "ad_id": "a1", "probability": 1.2},
@@ -138,42 +92,146 @@ def test_decision_rules_and_counts(spark, flagged_logs):
         (_dec(101, policy="p1"), {"EVENT_QUARANTINED"}),
         (_dec(7, policy="p2", slots=[]), {"EMPTY_SLOTS"}),
     ]
-    df = rules.raw_frame(spark, [r for r, _ in cases], name="decisions")
-    fd = rules.flag_decisions(df, flagged).cache()
-    got = sorted((r["policy_id"], r["event_id"], tuple(sorted(r[rules.REASON])))
-                 for r in fd.select("policy_id", "event_id", rules.REASON).collect())
-    want = sorted((r["policy_id"], r["event_id"], tuple(sorted(e))) for r, e in cases)
+    return cases
+
+
+def _raw(rows, name=LOGS) -> pa.Table:
+    """Raw records as a pyarrow table of the contract, ``event_time`` and ``dt`` as strings (read from JSON/CSV);
+    the pass conforms them (try_cast)."""
+    schema = arrow_schema(name, nullable=True)
+    fields = [pa.field(f.name, pa.string()) if f.name in ("event_time", "dt") else f for f in schema]
+    schema = pa.schema(fields)
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+
+
+def run_pass(log_rows, dec_rows=None, rules=RuleConfig(), quarantine=None, run_id="t"):
+    """The one pass over the records on DuckDB: (merged statistics, quarantined logs, quarantined decisions)."""
+    inputs = describe_inputs(_raw(log_rows), _raw(dec_rows, DECISIONS) if dec_rows is not None else None)
+    eng = DuckDBEngine("test")
+    try:
+        stats = window_statistics(eng, inputs.logs, inputs.decisions, window_dates(eng, inputs), ScanPlan(),
+                                  StatsConfig(rules=rules), quarantine_dir=str(quarantine) if quarantine else None,
+                                  run_id=run_id)
+    finally:
+        eng.close()
+    if quarantine is None:
+        return stats, None, None
+    return stats, _read(Path(quarantine) / "logs"), _read(Path(quarantine) / "decisions")
+
+
+def _read(path: Path) -> pd.DataFrame:
+    files = sorted(path.glob("dt=*/*.parquet"))
+    if not files:
+        return pd.DataFrame(columns=["event_id", "dt", "reason_codes", "run_id"])
+    return pd.concat([pd.read_parquet(f).assign(dt=f.parent.name[3:]) for f in files], ignore_index=True)
+
+
+def _reasons(q: pd.DataFrame) -> dict:
+    return {f"{r.event_id}|{r.dt}": set(r.reason_codes) for r in q.itertuples()}
+
+
+@pytest.fixture(scope="module")
+def one_pass(tmp_path_factory):
+    cases, dcases = _bad_logs(), _decision_cases()
+    q = tmp_path_factory.mktemp("rules") / "quarantine"
+    stats, qlogs, qdec = run_pass([r for r, _ in cases], [r for r, _ in dcases], STRICT, q)
+    return cases, dcases, stats, qlogs, qdec
+
+
+def test_every_bad_log_row_has_its_reason(one_pass):
+    cases, _, stats, qlogs, _ = one_pass
+    quarantined = _reasons(qlogs)
+    assert len(quarantined) == len(qlogs) == sum(1 for _, e in cases if e)     # one quarantine row per bad row
+    got = {r["event_id"] + "|" + r["dt"]: quarantined.get(r["event_id"] + "|" + r["dt"], set()) for r, _ in cases}
+    assert len(qlogs) + stats.table("log_summary")["n_events"].sum() == len(got) == len(cases)   # in = out
+    for row, expected in cases:
+        assert got[row["event_id"] + "|" + row["dt"]] == expected, row["event_id"]
+
+
+def test_log_counts_reconcile(one_pass):
+    cases, _, stats, _, _ = one_pass
+    counts = stats.table("log_counts")
+    n_bad = sum(1 for _, e in cases if e)
+    assert counts["rows"].sum() == len(cases)
+    assert counts["quarantined"].sum() == n_bad
+    assert stats.table("log_summary")["n_events"].sum() == len(cases) - n_bad      # the clean rows, counted
+    expected = pd.Series(0, index=LOG_REASONS)
+    for _, e in cases:
+        for code in e:
+            expected[code] += 1
+    assert counts[LOG_REASONS].sum().astype(int).to_dict() == expected.astype(int).to_dict()
+
+
+def test_null_propensity_configurable(tmp_path):
+    rows = [_log(1, slots=_slate(["a1", "a2"], props=[None, .5])), _log(2)]
+    counted, q, _ = run_pass(rows, quarantine=tmp_path / "counted")
+    assert len(q) == 0 and int(counted.table("log_counts")["null_propensity_events"].sum()) == 1
+    _, q, _ = run_pass(rows, rules=RuleConfig(quarantine_null_propensity=True), quarantine=tmp_path / "q")
+    assert list(q["event_id"]) == ["e1"]
+
+
+def test_duplicates_quarantine_all(tmp_path):
+    rows = [_log(1), _log(1, time="13:00:00"), _log(2)]
+    _, keep, _ = run_pass(rows, rules=RuleConfig(duplicates="keep_first"), quarantine=tmp_path / "keep")
+    assert len(keep) == 1
+    # the later copy (13:00) is set aside: the first by event_time stays clean
+    assert pd.Timestamp(keep["event_time"].iloc[0]).tz_localize(None) == dt.datetime(2026, 1, 1, 13, 0, 0)
+    _, allq, _ = run_pass(rows, rules=RuleConfig(duplicates="quarantine_all"), quarantine=tmp_path / "all")
+    assert len(allq) == 2
+
+
+def test_revenue_range(tmp_path):
+    rows = [_log(1, slots=_slate(["a1", "a2"], rewards=[3.5, 0.0])),
+            _log(2, slots=_slate(["a1", "a2"], rewards=[12.0, 0.0]))]
+    _, q, _ = run_pass(rows, rules=RuleConfig(reward_max=10.0), quarantine=tmp_path / "q")
+    bad = set(q["event_id"])
+    assert bad == {"e2"}
+
+
+def test_decision_rules_and_counts(one_pass):
+    _, cases, stats, _, qdec = one_pass
+    got = sorted((r.policy_id, r.event_id, tuple(sorted(r.reason_codes))) for r in qdec.itertuples())
+    want = sorted((r["policy_id"], r["event_id"], tuple(sorted(e))) for r, e in cases if e)
     assert got == want
-    counts = rules.reason_counts(fd, DECISION_REASONS)
+    counts = stats.table("decision_counts")
     assert counts["rows"].sum() == len(cases)
     assert counts["quarantined"].sum() == sum(1 for _, e in cases if e)
-    assert rules.clean(fd, "decisions").count() + counts["quarantined"].sum() == len(cases)
+    clean = stats.table("policy_events").set_index("policy_id")["n_events"]
+    want_clean = pd.Series([r["policy_id"] for r, e in cases if not e]).value_counts()
+    assert clean.sum() + counts["quarantined"].sum() == len(cases)
+    assert clean.to_dict() == want_clean.to_dict()
+    assert counts[DECISION_REASONS].sum().astype(int).to_dict() == {
+        c: sum(1 for _, e in cases if c in e) for c in DECISION_REASONS}
 
 
-def test_quarantine_written_idempotently(spark, flagged_logs, tmp_path):
-    _, flagged, _ = flagged_logs
-    path = str(tmp_path / "quarantine" / "logs")
+def test_quarantine_written_idempotently(tmp_path):
+    cases = _bad_logs()
+    rows = [r for r, _ in cases]
+    path = tmp_path / "quarantine"
     for run in ("r1", "r2"):
-        rules.write_quarantine(spark, flagged, "impression_log", path, run, [DAY, DAY2])
-    q = spark.read.parquet(path)
-    n_bad = flagged.where("size(reason_codes) > 0").count()
-    assert q.count() == n_bad
-    assert {r[0] for r in q.select("run_id").distinct().collect()} == {"r2"}
+        _, q, _ = run_pass(rows, rules=STRICT, quarantine=path, run_id=run)
+    n_bad = sum(1 for _, e in cases if e)
+    assert len(q) == n_bad
+    assert set(q["run_id"]) == {"r2"}
     assert set(q.columns) >= {"event_id", "slots", "reason_codes", "run_id", "dt"}
     # a re-run of DAY2 with nothing to quarantine empties that partition
-    only_day = flagged.where(f"dt = '{DAY2}' and size(reason_codes) = 0")
-    rules.write_quarantine(spark, only_day, "impression_log", path, "r3", [DAY2])
-    q2 = spark.read.parquet(path)
-    assert q2.where(f"dt = '{DAY2}'").count() == 0
-    assert q2.count() == flagged.where(f"dt = '{DAY}' and size(reason_codes) > 0").count()
+    only_day = [r for r, e in cases if r["dt"] == DAY2 and not e]
+    _, q2, _ = run_pass(only_day, rules=STRICT, quarantine=path, run_id="r3")
+    assert (q2["dt"] == DAY2).sum() == 0
+    assert len(q2) == sum(1 for r, e in cases if r["dt"] == DAY and e)
 
 
-def test_partial_slates(spark):
-    """OBD-style one-slot rows at position 2 or 3: a gap for full slates, fine with allow_partial_slates."""
+def test_partial_slates(tmp_path):
+    """OBD-style one-slot rows at position 2 or 3: fine by default (a row contributes through the slots it holds),
+    a gap with require_full_slates; a position below 1 is a gap either way."""
     rows = [_log(1, slots=_slate(["a1"], positions=[3])), _log(2, slots=_slate(["a1"], positions=[0])), _log(3)]
-    df = rules.raw_frame(spark, rows)
-    full = {r[0]: list(r[1]) for r in rules.flag_logs(df).select("event_id", rules.REASON).collect()}
+
+    def reasons(rules, name):
+        _, q, _ = run_pass(rows, rules=rules, quarantine=tmp_path / name)
+        got = {r.event_id: sorted(r.reason_codes) for r in q.itertuples()}
+        return {f"e{i}": got.get(f"e{i}", []) for i in (1, 2, 3)}
+
+    full = reasons(RuleConfig(require_full_slates=True), "full")
     assert full == {"e1": ["POSITION_GAP"], "e2": ["POSITION_GAP"], "e3": []}
-    partial = {r[0]: list(r[1]) for r in rules.flag_logs(df, RuleConfig(allow_partial_slates=True))
-               .select("event_id", rules.REASON).collect()}
-    assert partial == {"e1": [], "e2": ["POSITION_GAP"], "e3": []}
+    partial = reasons(RuleConfig(), "partial")
+    assert RuleConfig().allow_partial_slates and partial == {"e1": [], "e2": ["POSITION_GAP"], "e3": []}

@@ -1,18 +1,20 @@
 """The data gate inside `adc` and `evaluate` (issue 5 item 4): estimates carry the verdicts of the checks they
-rely on, a failed assumption stops a gated job with exit 3, bad rows are set aside and counted."""
+rely on, a failed assumption stops a gated job with exit 3, bad rows are set aside and counted.
+
+The logs come from the generator (Spark); the jobs run with the CLI's default engine (DuckDB for local Parquet)."""
 from __future__ import annotations
 
 import json
 import shutil
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from scavenger.cli import main
-from scavenger.contract import read_logs, write_partitioned
 from scavenger.simulation.generator import GeneratorConfig, generate
 
-SPARK_FLAGS = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4"]
+PI_FAMILY = "slate_ips, slate_snips, slate_pi, slate_wpi, slate_pi_plus_plus, slate_pi_beta"
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +36,13 @@ def _result(path):
 def test_adc_refuses_contextual_logs_and_marks_when_reporting(gen, tmp_path):
     logs = str(gen["contextual"] / "logs")
     out = tmp_path / "adc_enforce"
-    assert main(["adc", "--logs", logs, "--out", str(out), "--no-great-expectations", *SPARK_FLAGS]) == 3
+    assert main(["adc", "--logs", logs, "--out", str(out), "--no-great-expectations"]) == 3
     res = _result(out)
     assert res["status"] == "data_check_failed" and "check(s) a" in res["message"]
     assert any(v["check"].startswith("a") and v["verdict"] == "fail" for v in res["verdicts"])
     assert not (out / "adc").exists()  # no estimate written
     out2 = tmp_path / "adc_report"
-    assert main(["adc", "--logs", logs, "--out", str(out2), "--gate", "report", "--no-great-expectations",
-                 *SPARK_FLAGS]) == 0
+    assert main(["adc", "--logs", logs, "--out", str(out2), "--gate", "report", "--no-great-expectations"]) == 0
     table = pd.read_parquet(out2 / "adc")
     assert table["checks"].str.fullmatch(r"a:fail b:(pass|warn|fail)").all()
 
@@ -51,45 +52,47 @@ def test_evaluate_gates_per_estimator_on_ranked_logs(gen, tmp_path):
     # asked by name, PI relies on factorized logging (check d), which ranked slates break: exit 3
     out = tmp_path / "ev_pi"
     assert main(["evaluate", "--logs", logs, "--decisions", decisions, "--estimators", "pi", "--out", str(out),
-                 "--no-great-expectations", *SPARK_FLAGS]) == 3
+                 "--no-great-expectations"]) == 3
     assert "slate_pi: check(s) d failed" in _result(out)["message"]
     assert not (out / "estimates").exists()
-    # the default set: PI-family left out with a note, the scavenging/factored estimates written with verdicts
+    # the default set: PI-family left out with one note for the set, the scavenging/factored estimates written
+    # with verdicts
     out = tmp_path / "ev_default"
     assert main(["evaluate", "--logs", logs, "--decisions", decisions, "--out", str(out),
-                 "--no-great-expectations", *SPARK_FLAGS]) == 0
+                 "--no-great-expectations"]) == 0
     est = pd.read_parquet(out / "estimates")
     assert {"factored", "scavenging_slate"} <= set(est["estimator"])
     assert not any(e.startswith("slate_") for e in est["estimator"])
     assert est.loc[est["estimator"] == "factored", "checks"].str.fullmatch(r"a:(pass|warn) b:(pass|warn)").all()
     diag = pd.read_parquet(out / "diagnostics")
-    assert diag["metric"].str.contains("gate_note: slate_pi: check\\(s\\) d failed").any()
+    notes = [m for m in diag["metric"] if m.startswith("gate_note: ")]
+    assert notes == [f"gate_note: {PI_FAMILY}: check(s) d failed (factorized logging); left out of the default set"]
     res = _result(out)
-    gate = res["counts"]["gate"]["logs"]
+    gate = res["counts"]["logs"]
     assert gate["rows_in"] == gate["rows_used"] + gate["rows_quarantined"] == 6000
 
 
-def test_evaluate_sets_bad_rows_aside_and_estimates_on_clean_rows(spark, gen, tmp_path):
-    from pyspark.sql import functions as F
-
-    src = read_logs(spark, str(gen["uniform"] / "logs"))
-    dup = src.limit(3)  # three duplicated events: 3 of 6003 rows = 0.05% < the 0.1% threshold
-    logs = str(tmp_path / "logs")
-    write_partitioned(src.unionByName(dup), logs)
+def test_evaluate_sets_bad_rows_aside_and_estimates_on_clean_rows(gen, tmp_path):
+    logs = tmp_path / "logs"
+    shutil.copytree(gen["uniform"] / "logs", logs)
+    first = sorted(logs.glob("dt=*/*.parquet"))[0]
+    dup = pq.read_table(first).slice(0, 3)  # three duplicated events: 3 of 6003 rows = 0.05% < the 0.1% threshold
+    pq.write_table(dup, first.parent / "part-dup.parquet")
     out = tmp_path / "ev"
-    assert main(["evaluate", "--logs", logs, "--decisions", str(gen["uniform"] / "decisions"),
-                 "--estimators", "factored", "--out", str(out), "--no-great-expectations", *SPARK_FLAGS]) == 0
+    assert main(["evaluate", "--logs", str(logs), "--decisions", str(gen["uniform"] / "decisions"),
+                 "--estimators", "factored", "--out", str(out), "--no-great-expectations"]) == 0
     res = _result(out)
-    gate = res["counts"]["gate"]["logs"]
+    gate = res["counts"]["logs"]
     assert (gate["rows_in"], gate["rows_used"], gate["rows_quarantined"]) == (6003, 6000, 3)
-    assert res["counts"]["events"] == 6000
+    assert gate["by_reason"] == {"DUPLICATE_EVENT_ID": 3}
+    assert res["counts"]["rows_read"] == 6003           # one pass over every row, the copies included
     est = pd.read_parquet(out / "estimates")
     assert (est["n_events"] == 6000).all()
     # ... and the same estimates as the clean data without a gate
     out_clean = tmp_path / "ev_clean"
     assert main(["evaluate", "--logs", str(gen["uniform"] / "logs"), "--decisions",
                  str(gen["uniform"] / "decisions"), "--estimators", "factored", "--gate", "off",
-                 "--out", str(out_clean), *SPARK_FLAGS]) == 0
+                 "--out", str(out_clean)]) == 0
     clean = pd.read_parquet(out_clean / "estimates").sort_values("policy_id")
     gated = est.sort_values("policy_id")
     assert list(clean["policy_id"]) == list(gated["policy_id"])
@@ -97,29 +100,35 @@ def test_evaluate_sets_bad_rows_aside_and_estimates_on_clean_rows(spark, gen, tm
             <= 1e-9 * abs(clean["value"].to_numpy())).all()
     # above the threshold the gate stops the job
     out_fail = tmp_path / "ev_fail"
-    assert main(["evaluate", "--logs", logs, "--decisions", str(gen["uniform"] / "decisions"),
+    assert main(["evaluate", "--logs", str(logs), "--decisions", str(gen["uniform"] / "decisions"),
                  "--estimators", "factored", "--max-quarantine-share", "0.0001", "--out", str(out_fail),
-                 "--no-great-expectations", *SPARK_FLAGS]) == 3
+                 "--no-great-expectations"]) == 3
     assert "quarantined" in _result(out_fail)["message"]
 
 
 def test_gate_flags_build_frozen_configs():
-    """adc/evaluate gate flags: RuleConfig and AssumptionConfig are frozen dataclasses (built with replace);
-    --calibration-scope is checked up front (exit 2)."""
+    """The gate flags of validate, adc and evaluate (commands/_common.py): RuleConfig and AssumptionConfig are frozen
+    dataclasses (built with replace); partial slates are accepted unless --require-full-slates; --gate off is a
+    GateConfig that runs no checks; --calibration-scope is checked up front (exit 2)."""
     import argparse
+    import dataclasses
 
-    from scavenger.commands._gate_flags import add_gate_arguments, gate_config_from_args
+    from scavenger.commands._common import add_gate_arguments, gate_config
     from scavenger.errors import UsageError
 
     parser = argparse.ArgumentParser()
     add_gate_arguments(parser)
-    cfg = gate_config_from_args(parser.parse_args(["--allow-partial-slates", "--reward-max", "5", "--cramers-v-max",
-                                                   "0.2", "--calibration-scope", "context:campaign"]), None, "r1")
+    cfg = gate_config(parser.parse_args(["--allow-partial-slates", "--reward-max", "5", "--cramers-v-max", "0.2",
+                                         "--calibration-scope", "context:campaign"]))
     assert cfg.rules.allow_partial_slates and cfg.rules.reward_max == 5.0
     assert cfg.assumptions.cramers_v_max == 0.2 and cfg.assumptions.calibration_scope == "context:campaign"
-    default = gate_config_from_args(parser.parse_args([]), None, "r1")
-    assert not default.rules.allow_partial_slates and default.rules.reward_max == 1.0
-    assert default.assumptions.calibration_scope == "auto" and default.gate
-    assert gate_config_from_args(parser.parse_args(["--gate", "off"]), None, "r1") is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.rules.reward_max = 2.0
+    default = gate_config(parser.parse_args([]))
+    assert default.rules.allow_partial_slates and default.rules.reward_max == 1.0
+    assert not gate_config(parser.parse_args(["--require-full-slates"])).rules.allow_partial_slates
+    assert default.assumptions.calibration_scope == "auto" and default.enforce and default.mode == "enforce"
+    off = gate_config(parser.parse_args(["--gate", "off"]))
+    assert off.mode == "off" and not off.enforce
     with pytest.raises(UsageError):
-        gate_config_from_args(parser.parse_args(["--calibration-scope", "campaign"]), None, "r1")
+        gate_config(parser.parse_args(["--calibration-scope", "campaign"]))

@@ -47,7 +47,7 @@ STATS_COMMANDS = ("auto", "stats", "evaluate")
 PRIOR_MEAN_RANGE = (0.0, 1000.0)
 MAX_WINDOW_DAYS = 366
 
-_TABLE = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,2}"
+_TABLE = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){1,2}"   # qualified: db.t or cat.db.t
 _PATH = r"/[A-Za-z0-9_./=:+@%,-]*"
 _URI = r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9_./=:+@%,-]+"
 # JSON-schema friendly (no lookarounds): an absolute path, a URI, or a catalog table name.
@@ -102,7 +102,7 @@ def _check(pattern: str, value, what: str) -> str:
 
 
 def check_source(value, what: str) -> str:
-    """A logs/decisions source: an absolute path, a URI, or a catalog table name [catalog.][db.]table."""
+    """A logs/decisions source: an absolute path, a URI, or a qualified catalog table name [catalog.]db.table."""
     return _check(SOURCE_PATTERN, value, what)
 
 

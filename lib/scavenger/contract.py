@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +18,6 @@ from .errors import ContractError, UsageError
 LOGS = "impression_log"
 DECISIONS = "decisions"
 
-_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 
 
 def schema_dir() -> Path:
@@ -80,8 +78,10 @@ def load_contract(name: str) -> Contract:
 
 
 def is_table_name(source: str) -> bool:
-    """A catalog table name (``t``, ``db.t``, ``cat.db.t``) rather than a path."""
-    return bool(_TABLE_NAME.match(source)) and not os.path.exists(source)
+    """A catalog table name (``db.t``, ``cat.db.t``) rather than a path (io.sources.is_table_name)."""
+    from .io.sources import is_table_name as _is_table
+
+    return _is_table(source)
 
 
 def _check_path(source: str) -> None:

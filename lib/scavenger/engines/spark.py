@@ -141,6 +141,10 @@ class SparkEngine(Engine):
                     parts.append(conform_sql(contract, raw, g.schema, g.dt, _long_timestamps(df, contract)))
             where = _days_filter(days) if None in source.days else ""
         else:
+            if source.kind == "table" and not self.spark.catalog.tableExists(source.obj):
+                from ..errors import UsageError
+
+                raise UsageError(f"no such catalog table: {source.obj}")
             df = self.spark.table(source.obj) if source.kind == "table" else source.obj
             if source.kind == "path":
                 df = self.spark.read.option("basePath", source.uri).parquet(source.uri)

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from ..errors import UsageError
 from . import fs
 
-_TABLE = __import__("re").compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
+# a catalog table is qualified (``db.t`` or ``cat.db.t``): a bare word is a path, so a mistyped path is answered
+# "no such path" before any engine starts instead of starting Spark to look for a table
+_TABLE = __import__("re").compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){1,2}$")
 
 
 @dataclass
@@ -51,7 +53,7 @@ class Source:
 
 
 def is_table_name(text: str) -> bool:
-    """``t``, ``db.t`` or ``cat.db.t`` that is not an existing local path."""
+    """``db.t`` or ``cat.db.t`` that is not an existing local path."""
     import os
 
     return bool(_TABLE.match(text)) and not os.path.exists(text)
