@@ -1,9 +1,11 @@
-"""Factored and re-ordering estimators: equality with row-level numpy on random logs (deterministic, stochastic
-and re-ordering targets; any ADC vector applied to the stored tables without a rescan), CLT coverage over seeds,
-and the built-in re-orderings (random, CTR fitted on an earlier window, user score tables)."""
+"""Factored and re-ordering estimators: equality with row-level numpy on random logs (deterministic, stochastic,
+duplicated-entry and re-ordering targets; any ADC vector applied to the stored tables without a rescan; the rows the
+pipeline writes), CLT coverage over seeds, and the built-in re-orderings (random, CTR fitted on an earlier window,
+user score tables) as the SQL the one pass joins. All on DuckDB."""
 from __future__ import annotations
 
 import math
+import zlib
 from collections import defaultdict
 
 import numpy as np
@@ -11,20 +13,26 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
+from reference import arrow_tables, build_random, clean
+from scavenger import estimate as E
+from scavenger import registry
 from scavenger.estimators import factored as FA
 from scavenger.estimators import reordering as RO
-from scavenger.statistics import StatsConfig, merge, scan
-from test_scavenging import simulate_tables, window
-from test_statistics import build_random, frames
+from scavenger.pipelines.evaluate import EvaluateOptions
+from scavenger.statistics.scan import ScanPlan
+from test_scavenging import duck_window, simulate_tables
 
 Z95 = float(norm.ppf(0.975))
 
 
 @pytest.fixture(scope="module")
-def case(spark):
+def case():
     data = build_random(seed=13, K=3, n_ads=6, days=(0, 1), per_day=120)
-    L, D = frames(spark, data)
-    return data, window(scan(L, D, StatsConfig(slate_actions=False)))
+    stats = duck_window(data, ScanPlan(slate_actions=False))
+    events, decisions = clean(data)
+    assert len(events) < len(data["logs"])       # null rewards without a slate reward are set aside
+    yield {"K": data["K"], "ads": data["ads"], "logs": events, "decisions": decisions}, stats
+    stats.engine.close()
 
 
 def _ref_factored(data, policy, C):
@@ -51,19 +59,39 @@ def _ref_factored(data, policy, C):
     return value, math.sqrt(var), uns / tot
 
 
+def _pipeline_rows(stats, policies, C, wanted=("factored",)) -> pd.DataFrame:
+    """The estimate rows the pipeline writes for a given ADC vector (estimate.adc_based_rows)."""
+    ctx = E.Context(options=EvaluateOptions(estimators=list(wanted)), C=np.asarray(C, float), adc_source="given")
+    return pd.DataFrame(E.adc_based_rows(stats, list(policies), list(wanted), ctx),
+                        columns=list(registry.ESTIMATE_COLUMNS))
+
+
 @pytest.mark.parametrize("C", [(1.0, 0.613, 0.527), (1.0, 0.9, 0.2)])
 def test_factored_equals_row_level(case, C):
     data, stats = case
     C = np.array(C)
     T_a = FA.ad_impressions(stats.table("ad_position"))
     fac, fsq, tp = stats.table("factored"), stats.table("factored_sq"), stats.table("target_placements")
-    for p in ("det", "sto", "perm"):
+    policies = ("det", "sto", "perm", "dup", "det0")
+    rows = _pipeline_rows(stats, policies, C).set_index("policy_id")
+    for p in policies:
         est = FA.factored_estimate(fac[fac.policy_id == p], fsq[fsq.policy_id == p], T_a, C, tp[tp.policy_id == p])
         v, se, uns = _ref_factored(data, p, C)
         assert math.isclose(est["value"], v, rel_tol=1e-9), p
         assert math.isclose(est["std_error"], se, rel_tol=1e-9), p
         assert math.isclose(est["unsupported_share"], uns, rel_tol=1e-9, abs_tol=1e-15), p
         assert math.isclose(est["ci_high"], v + Z95 * se, rel_tol=1e-9)
+        row = rows.loc[p]
+        if p == "perm":
+            # a re-ordering of the logged slate depends on it, not on the context alone: the pipeline says so
+            # (reorder estimates it) instead of giving the number above
+            assert row["estimator"] == "factored" and not row["identified"] and math.isnan(row["value"])
+            assert "re-orders the logged ads" in row["reason"]
+            continue
+        assert row["estimator"] == "factored" and row["identified"] and row["interval_kind"] == "clt", p
+        assert math.isclose(row["value"], v, rel_tol=1e-9) and math.isclose(row["std_error"], se, rel_tol=1e-9), p
+        assert math.isclose(row["ci_low"], v - Z95 * se, rel_tol=1e-9), p
+        assert math.isclose(row["unsupported_share"], uns, rel_tol=1e-9, abs_tol=1e-15), p
 
 
 def test_reorder_equals_row_level(case):
@@ -89,6 +117,16 @@ def test_reorder_equals_row_level(case):
     R = x.sum() / rr.sum()
     assert math.isclose(est["lift"], R, rel_tol=1e-9)
     assert math.isclose(est["lift_std_error"], math.sqrt(((x - R * rr) ** 2).sum()) / rr.sum(), rel_tol=1e-9)
+    # the pipeline's rows: only perm re-orders the logged ads on every event
+    rows = _pipeline_rows(stats, ("perm", "det", "sto"), C, ("reorder",))
+    perm = rows[rows["policy_id"] == "perm"].set_index("estimator")
+    assert math.isclose(perm.loc["reorder", "value"], x.sum() / n, rel_tol=1e-9)
+    assert math.isclose(perm.loc["reorder", "std_error"], math.sqrt(x.size * x.var()) / n, rel_tol=1e-9)
+    assert math.isclose(perm.loc["reorder_lift", "value"], R, rel_tol=1e-9)
+    assert (perm["n_events"] == n).all() and perm["identified"].all()
+    other = rows[rows["policy_id"] != "perm"]
+    assert len(other) == 2 and not other["identified"].any() and other["value"].isna().all()
+    assert other["reason"].str.contains("re-order").all()
 
 
 @pytest.mark.slow
@@ -107,41 +145,76 @@ def test_factored_clt_coverage_over_seeds():
     assert 0.90 <= hits / n <= 0.99, hits / n
 
 
-def test_builtin_reorderings(spark):
-    """random (seeded, a permutation of the logged ads), CTR scores and (context_id, ad_id, score) tables sort the
-    logged slate by descending score."""
-    from pyspark.sql import functions as F
-
-    from scavenger.statistics import reorder as R
+@pytest.fixture(scope="module")
+def flagged_events():
+    """A DuckDB engine holding scv_ev (the flagged rows of the pass) of a small random data set."""
+    from scavenger.checks.rules import RuleConfig
+    from scavenger.contract import LOGS, load_contract
+    from scavenger.engines.duck import DuckDBEngine
+    from scavenger.pipelines.common import describe_inputs
+    from scavenger.statistics.sql import logs as L
 
     data = build_random(seed=17, K=3, n_ads=5, days=(0,), per_day=30, with_nulls=False)
-    L, _ = frames(spark, data)
-    rnd = R.random_reorder(L, "reorder_random_1", seed=1).orderBy("event_id").collect()
-    rnd2 = R.random_reorder(L, "reorder_random_1", seed=1).orderBy("event_id").collect()
-    assert [r["slots"] for r in rnd] == [r["slots"] for r in rnd2]
+    eng = DuckDBEngine("test")
+    eng.read("scv_logs", describe_inputs(arrow_tables(data)[0]).logs, load_contract(LOGS), None)
+    eng.materialize("scv_ev", L.events(RuleConfig()), keep=True)
+    yield data, eng
+    eng.close()
+
+
+def _orders(eng, sql) -> dict:
+    got = eng.fetch(sql)
+    assert (got["policy_id"].nunique() == 1) and got["base_policy"].isna().all()
+    out = {}
+    for eid, slots in zip(got["event_id"], got["slots"]):
+        slots = list(slots)
+        assert [s["position"] for s in slots] == list(range(1, len(slots) + 1))
+        assert all(s["probability"] == 1.0 for s in slots)
+        out[eid] = [s["ad_id"] for s in slots]
+    return out
+
+
+def test_builtin_reorderings(flagged_events):
+    """random (seeded, a permutation of the logged ads), CTR scores and (context_id, ad_id, score) tables sort the
+    logged slate by descending score (ties keep the logged order; unscored ads last)."""
+    from scavenger.statistics import reorder as R
+
+    data, eng = flagged_events
+    rnd = _orders(eng, R.random_sql("reorder_random_1", 1))
+    rnd2 = _orders(eng, R.random_sql("reorder_random_1", 1))
+    assert rnd == rnd2
+    assert rnd != _orders(eng, R.random_sql("reorder_random_2", 2))     # the seed matters
     logged = {e["event_id"]: sorted(s["ad_id"] for s in e["slots"]) for e in data["logs"]}
-    for r in rnd:
-        assert sorted(s["ad_id"] for s in r["slots"]) == logged[r["event_id"]]
-        assert [s["position"] for s in r["slots"]] == [1, 2, 3]
+    assert set(rnd) == set(logged)
+    for eid, ads in rnd.items():
+        assert sorted(ads) == logged[eid]
+        assert len(ads) == 3
     # score table by ad; one ad unscored goes last
     ads = data["ads"]
     scores = pd.DataFrame({"ad_id": ads[:-1], "score": np.arange(len(ads) - 1, dtype=float)})
-    got = R.score_reorder(spark, L, scores, "reorder_scores").collect()
+    eng.register_frame("scores_by_ad", scores)
+    got = _orders(eng, R.scores_sql("reorder_scores", "scores_by_ad", R.check_scores(scores)))
     sc = dict(zip(scores["ad_id"], scores["score"]))
-    for r in got:
-        want = sorted(logged[r["event_id"]], key=lambda a: -sc.get(a, -np.inf))
-        assert [s["ad_id"] for s in r["slots"]] == want
-    # per-context scores
-    ctx = pd.DataFrame([(c, a, float(hash((c, a)) % 97)) for c in ("c0", "c1", "c2") for a in ads],
-                       columns=["context_id", "ad_id", "score"])
-    got = R.score_reorder(spark, L, ctx, "reorder_scores").collect()
+    assert set(got) == set(logged)
+    for eid, order in got.items():
+        want = sorted(logged[eid], key=lambda a: -sc.get(a, -np.inf))
+        assert order == want
+    # per-context scores (few distinct values: ties keep the logged order)
+    ctx = pd.DataFrame([(c, a, float(zlib.crc32(f"{c}/{a}".encode()) % 3)) for c in ("c0", "c1", "c2")
+                        for a in ads], columns=["context_id", "ad_id", "score"])
+    eng.register_frame("scores_by_ctx", ctx)
+    assert R.check_scores(ctx)
+    got = _orders(eng, R.scores_sql("reorder_scores", "scores_by_ctx", True))
     sc = {(c, a): s for c, a, s in ctx.itertuples(index=False)}
     events = {e["event_id"]: e for e in data["logs"]}
-    for r in got:
-        c = events[r["event_id"]]["context_id"]
-        want = sorted([s["ad_id"] for s in sorted(events[r["event_id"]]["slots"], key=lambda s: s["position"])],
-                      key=lambda a: -sc[(c, a)])
-        assert [s["ad_id"] for s in r["slots"]] == want
+    ties = 0
+    for eid, order in got.items():
+        c = events[eid]["context_id"]
+        in_order = [s["ad_id"] for s in sorted(events[eid]["slots"], key=lambda s: s["position"])]
+        want = sorted(in_order, key=lambda a: -sc[(c, a)])
+        ties += len({sc[(c, a)] for a in in_order}) < 3
+        assert order == want
+    assert ties > 0
     # CTR scores from ad_position statistics (plain and ADC-normalised)
     ap = pd.DataFrame({"logging_policy": "x", "ad_id": ["a", "a", "b"], "position": [1, 2, 1], "m": [10, 10, 5],
                        "c": [3, 1, 2], "c2": [3, 1, 2]})
@@ -149,4 +222,5 @@ def test_builtin_reorderings(spark):
     assert math.isclose(s["a"], 4 / 20) and math.isclose(s["b"], 2 / 5)
     s = R.ctr_scores(ap, np.array([1.0, 0.5])).set_index("ad_id")["score"]
     assert math.isclose(s["a"], 4 / 15)
-    assert F is not None
+    with pytest.raises(Exception, match="score table"):
+        R.check_scores(pd.DataFrame({"ad": ["a"], "value": [1.0]}))

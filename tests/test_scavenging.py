@@ -1,8 +1,11 @@
-"""Exploration scavenging: equality with a row-level numpy computation on random logs (through the Spark
-statistics), agreement with ground truth on generator logs, and CLT coverage over many seeds (numpy-simulated
-factoring-model logs fed to the same estimator functions)."""
+"""Exploration scavenging: equality with a row-level numpy computation on random logs (the one pass on DuckDB, then
+the estimates as the pipeline writes them), agreement with ground truth on generator logs, and CLT coverage over
+many seeds (numpy-simulated factoring-model logs turned into statistics tables by hand and fed to the same
+estimator code)."""
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import math
 from collections import defaultdict
 
@@ -12,22 +15,65 @@ import pytest
 from scipy.special import gammaln
 from scipy.stats import norm
 
+from reference import arrow_tables, build_random, slate_r
+from scavenger import estimate as E
+from scavenger import registry
+from scavenger.engines.duck import DuckDBEngine
 from scavenger.estimators import scavenging as S
-from scavenger.statistics import StatsConfig, WindowStats, merge, scan
-from test_statistics import build_random, frames, slate_r
+from scavenger.pipelines.common import GateConfig, describe_inputs
+from scavenger.pipelines.evaluate import EvaluateOptions, evaluate
+from scavenger.statistics.window import WindowStats
 
 Z95 = float(norm.ppf(0.975))
+SIM_DAY = dt.date(2026, 1, 1)
 
 
-def window(tables: dict, dates=()) -> WindowStats:
-    return WindowStats(tables={n: merge(n, [df]) for n, df in tables.items()}, dates=list(dates))
+def duck_window(data, plan=None, config=None):
+    """The one pass on DuckDB over the in-memory data set (every day it holds): WindowStats, engine kept open."""
+    from scavenger.pipelines.common import window_dates
+    from scavenger.statistics.scan import ScanPlan, StatsConfig
+    from scavenger.statistics.window import window_statistics
+
+    eng = DuckDBEngine("test")
+    inputs = describe_inputs(*arrow_tables(data))
+    return window_statistics(eng, inputs.logs, inputs.decisions, window_dates(eng, inputs), plan or ScanPlan(),
+                             config or StatsConfig())
 
 
-@pytest.fixture(scope="module")
-def rand_case(spark):
-    data = build_random(seed=7, K=2, n_ads=4, days=(0, 2), per_day=80, with_nulls=False)
-    L, D = frames(spark, data)
-    return data, window(scan(L, D, StatsConfig()), sorted({e["dt"] for e in data["logs"]}))
+def run_evaluate(data, estimators, **options):
+    """The evaluate pipeline (gate off) on DuckDB over the in-memory data set: (Evaluation, engine)."""
+    eng = DuckDBEngine("test")
+    ev = evaluate(eng, describe_inputs(*arrow_tables(data)), EvaluateOptions(estimators=estimators, **options),
+                  GateConfig(mode="off", great_expectations=False))
+    return ev, eng
+
+
+def main_row(rows: pd.DataFrame) -> pd.Series:
+    """The estimate's own interval row (CLT or empirical likelihood), beside the Theorem 3/4 'bound' rows and the
+    'none' rows that say why there is no bound."""
+    kinds = [k for k in rows.index if k not in ("bound", "none")]
+    assert len(kinds) == 1 and kinds[0] in ("clt", "el"), list(rows.index)
+    return rows.loc[kinds[0]]
+
+
+def scavenging_rows(stats, policies, delta=0.05, level=0.95, uniform=False, n_ads=None) -> pd.DataFrame:
+    """The direct-approach rows of the pipeline (estimate.py over the engine's reduction of the big tables)."""
+    ctx = E.Context(options=EvaluateOptions(delta=delta, level=level, uniform_logging=uniform, n_ads=n_ads))
+    ctx.scavenging = E.scavenging_sums(stats)
+    return pd.DataFrame(E.scavenging_slate_rows(stats, list(policies), ctx), columns=list(registry.ESTIMATE_COLUMNS))
+
+
+# dense: 4 ads, K=2 (12 slates, every slate logged); sparse: 8 ads, K=3 (336 slates): targets show unlogged slates
+CASES = {"dense": dict(seed=7, K=2, n_ads=4, days=(0, 2), per_day=80, with_nulls=False),
+         "sparse": dict(seed=7, K=3, n_ads=8, days=(0, 2), per_day=60, with_nulls=False)}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def rand_case(request):
+    data = build_random(**CASES[request.param])
+    ev, eng = run_evaluate(data, ["scavenging_slate", "scavenging_base"], uniform_logging=True, delta=0.05)
+    yield request.param, data, ev
+    eng.close()
 
 
 def _ref_direct(data, policy, kind, delta=0.05, uniform=False):
@@ -71,7 +117,13 @@ def _ref_direct(data, policy, kind, delta=0.05, uniform=False):
     half3 = rr * sum(math.sqrt(2 * (math.log(2) + log_k + math.log(Ttot) - math.log(delta)) / T[a]) for a in used)
     if unsup:
         half3 = math.inf
-    out = {"value": value, "se": math.sqrt(var), "half": half3, "unsup": unsup / n}
+    # the same estimate as a weighted mean over all T events: w_t = T / T_a on matching events, 0 elsewhere
+    w = np.array([Ttot / T[a] if chosen.get(eid) == a else 0.0 for eid, a in logged.items()])
+    rw = np.array([slate_r(events[eid]) for eid in logged])
+    out = {"value": value, "se": math.sqrt(var), "half": half3, "unsup": unsup / n,
+           "matched": int((w > 0).sum()), "weight_sums": {"sum_w": w.sum(), "sum_w2": (w * w).sum(),
+                                                          "sum_wr": (w * rw).sum(), "sum_w2r": (w * w * rw).sum(),
+                                                          "sum_w2r2": (w * w * rw * rw).sum()}}
     if uniform:
         k = math.exp(log_k)
         x = np.array([k * v for a in xs for v in xs[a]])
@@ -81,28 +133,49 @@ def _ref_direct(data, policy, kind, delta=0.05, uniform=False):
 
 
 def test_slate_scavenging_equals_numpy(rand_case):
-    data, stats = rand_case
-    est = S.slate_estimates(stats, delta=0.05, uniform=True)
-    for policy in ("det", "perm"):
+    case, data, ev = rand_case
+    est = ev.estimates
+    assert set(est.columns) == set(registry.ESTIMATE_COLUMNS)
+    sums = E.scavenging_sums(ev.stats).set_index("policy_id")
+    unsupported_seen = False
+    for policy in ("det", "perm", "det0"):
         ref = _ref_direct(data, policy, "slate", uniform=True)
-        rows = est[(est["policy_id"] == policy) & (est["estimator"] == "scavenging_slate")].set_index("interval_kind")
-        assert math.isclose(rows.loc["clt", "value"], ref["value"], rel_tol=1e-9)
-        assert math.isclose(rows.loc["clt", "std_error"], ref["se"], rel_tol=1e-9)
-        assert math.isclose(rows.loc["clt", "unsupported_share"], ref["unsup"], rel_tol=1e-9, abs_tol=1e-15)
-        half = rows.loc["bound", "ci_high"] - rows.loc["bound", "value"]
-        assert (half == ref["half"]) if math.isinf(ref["half"]) else math.isclose(half, ref["half"], rel_tol=1e-9)
+        sub = est[(est["policy_id"] == policy) & (est["estimator"] == "scavenging_slate")]
+        assert sub["identified"].all()
+        rows = sub.set_index("interval_kind")
+        main = main_row(rows)
+        assert math.isclose(main["value"], ref["value"], rel_tol=1e-9)
+        assert math.isclose(main["std_error"], ref["se"], rel_tol=1e-9)
+        assert math.isclose(main["unsupported_share"], ref["unsup"], rel_tol=1e-9, abs_tol=1e-15)
+        assert math.isfinite(main["ci_low"]) and main["ci_low"] <= main["ci_high"] < math.inf
+        # the engine's reduction of the big slate tables: matches and the weight sums of the interval
+        assert sums.loc[policy, "n_match"] == ref["matched"]
+        for col, want in ref["weight_sums"].items():
+            assert math.isclose(sums.loc[policy, col], want, rel_tol=1e-9), (policy, col)
+        if math.isinf(ref["half"]):
+            # Theorem 3 gives no bound for the mass on never-logged slates: no number, the reason instead
+            unsupported_seen = True
+            assert "bound" not in rows.index and math.isnan(rows.loc["none", "ci_high"])
+            assert "never logged" in rows.loc["none", "reason"]
+        else:
+            half = rows.loc["bound", "ci_high"] - rows.loc["bound", "value"]
+            assert math.isclose(half, ref["half"], rel_tol=1e-9)
         u = est[(est["policy_id"] == policy) & (est["estimator"] == "scavenging_slate_uniform")]
         u = u.set_index("interval_kind")
-        assert math.isclose(u.loc["clt", "value"], ref["value4"], rel_tol=1e-9)
-        assert math.isclose(u.loc["clt", "std_error"], ref["se4"], rel_tol=1e-9)
+        assert math.isclose(main_row(u)["value"], ref["value4"], rel_tol=1e-9)
+        assert math.isclose(main_row(u)["std_error"], ref["se4"], rel_tol=1e-9)
         assert math.isclose(u.loc["bound", "ci_high"] - u.loc["bound", "value"], ref["half4"], rel_tol=1e-9)
-    # the stochastic policy is not evaluated by the direct approach
-    assert "sto" not in set(est["policy_id"])
+    assert unsupported_seen == (case == "sparse")
+    # the stochastic policies are not evaluated by the direct approach: not identified, with the reason
+    for policy in ("sto", "dup"):
+        sto = est[(est["policy_id"] == policy) & (est["estimator"] == "scavenging_slate")]
+        assert len(sto) == 1 and not sto["identified"].iloc[0] and math.isnan(sto["value"].iloc[0])
+        assert "stochastic" in sto["reason"].iloc[0]
 
 
 def test_base_policy_scavenging_equals_numpy(rand_case):
-    data, stats = rand_case
-    est = S.base_policy_estimates(stats, delta=0.1)
+    case, data, ev = rand_case
+    est = S.base_policy_estimates(ev.stats, delta=0.1)
     ref = _ref_direct(data, "det", "base", delta=0.1)
     rows = est[est["policy_id"] == "det"].set_index("interval_kind")
     assert math.isclose(rows.loc["clt", "value"], ref["value"], rel_tol=1e-9)
@@ -110,16 +183,40 @@ def test_base_policy_scavenging_equals_numpy(rand_case):
     assert math.isclose(rows.loc["bound", "ci_high"] - rows.loc["clt", "value"], ref["half"], rel_tol=1e-9)
     assert rows.loc["clt", "supported_share"] == 1.0
     assert set(est["policy_id"]) == {"det"}  # only det carries base_policy
+    # the pipeline's rows (delta 0.05, Theorem 4 beside): the same numbers; other policies not identified
+    ref = _ref_direct(data, "det", "base", delta=0.05, uniform=True)
+    pipe = ev.estimates
+    rows = pipe[(pipe["policy_id"] == "det") & (pipe["estimator"] == "scavenging_base")].set_index("interval_kind")
+    assert math.isclose(main_row(rows)["value"], ref["value"], rel_tol=1e-9)
+    assert math.isclose(main_row(rows)["std_error"], ref["se"], rel_tol=1e-9)
+    assert math.isclose(rows.loc["bound", "ci_high"] - rows.loc["bound", "value"], ref["half"], rel_tol=1e-9)
+    u = pipe[(pipe["policy_id"] == "det") & (pipe["estimator"] == "scavenging_base_uniform")]
+    u = u.set_index("interval_kind")
+    assert math.isclose(main_row(u)["value"], ref["value4"], rel_tol=1e-9)
+    assert math.isclose(u.loc["bound", "ci_high"] - u.loc["bound", "value"], ref["half4"], rel_tol=1e-9)
+    other = pipe[(pipe["policy_id"] != "det") & (pipe["estimator"] == "scavenging_base")]
+    assert len(other) == 4 and not other["identified"].any() and other["value"].isna().all()
 
 
 # ---- numpy simulation of factoring-model logs -> statistics tables (for coverage over many seeds) --------------
+_SIM_NAMES = itertools.count()
+
+
+def _key(positions, ads) -> str:
+    return "|".join(f"{p}:{a}" for p, a in zip(positions, ads))
+
+
 def simulate_tables(seed: int, T: int = 4000, K: int = 2, n_ads: int = 4, n_ctx: int = 3,
-                    C=(1.0, 0.6, 0.45, 0.35), logging: str = "uniform", eps: float = 0.3):
-    """Row-level numpy draw of a factoring-model log (clicks ~ Bernoulli(C_i P(x,a))) and its statistics tables.
+                    C=(1.0, 0.6, 0.45, 0.35), logging: str = "uniform", eps: float = 0.3, engine=None,
+                    name=None):
+    """Row-level numpy draw of a factoring-model log (clicks ~ Bernoulli(C_i P(x,a))) and its statistics tables,
+    in the shapes of statistics/tables.py (one day, one logging policy, full slates).
 
     logging: 'uniform' (uniform K-permutations) or 'ranked' (x-independent epsilon-greedy around a fixed
     ranking that puts the ads with the best mean P first). Targets: 'oracle' (per-context top-K by P) and
-    'fixed' (one slate for every context). Returns (WindowStats, truth per policy, P, C)."""
+    'fixed' (one slate for every context). With ``engine`` (DuckDB) the big slate tables are registered with it
+    (as ``name``: a loop reuses one name, so the engine's statement is translated once), so the pipeline's direct
+    approach runs. Returns (WindowStats, truth per policy, P, C)."""
     rng = np.random.default_rng(seed)
     C = np.asarray(C[:K], dtype=float)
     w = rng.dirichlet(np.ones(n_ctx) * 3)
@@ -138,32 +235,46 @@ def simulate_tables(seed: int, T: int = 4000, K: int = 2, n_ads: int = 4, n_ctx:
     truth = {"oracle": float(np.sum(w[:, None] * C[None, :] * np.take_along_axis(P, oracle, 1))),
              "fixed": float(np.sum(w[:, None] * C[None, :] * P[:, fixed]))}
     ad = np.array([f"ad{i}" for i in range(n_ads)])
-    key = lambda s: "|".join(map(str, s))  # noqa: E731
-    logged_keys = np.array([key(s) for s in perm])
+    positions = list(range(1, K + 1))
+    held = ",".join(map(str, positions))
+    code = lambda s: np.asarray(s) @ (n_ads ** np.arange(K))  # noqa: E731  (a slate as one integer)
+    key = lambda c: _key(positions, ad[(c // n_ads ** np.arange(K)) % n_ads])  # noqa: E731
+    logged_codes = code(perm)
     tables = {}
     tables["log_summary"] = pd.DataFrame({"logging_policy": ["lp"], "n_events": [T], "n_slots": [T * K],
                                           "s_r": [r.sum()], "s_r2": [(r * r).sum()], "n_missing_propensity": [0],
-                                          "n_null_reward": [0], "k_max": [K], "r_max": [r.max()],
+                                          "n_null_reward": [0], "n_partial": [0], "k_max": [K], "r_max": [r.max()],
                                           "r_min": [r.min()]})
+    # the marginal logging propensity of ad a at position i (uniform: 1/n_ads; ranked: the greedy ad gets 1 - eps more)
+    mu = np.full((K, n_ads), (eps if logging == "ranked" else 1.0) / n_ads)
+    if logging == "ranked":
+        mu[np.arange(K), best] += 1 - eps
+    fold = rng.integers(0, 2, size=T)          # the pass's fair coin per event (cross-fitting)
     rows = []
     for i in range(K):
         for a in range(n_ads):
-            sel = perm[:, i] == a
-            if sel.any():
-                rows.append(("lp", ad[a], i + 1, int(sel.sum()), clicks[sel, i].sum(), clicks[sel, i].sum()))
-    tables["ad_position"] = pd.DataFrame(rows, columns=["logging_policy", "ad_id", "position", "m", "c", "c2"])
-    u, cnt = np.unique(logged_keys, return_counts=True)
-    tables["slate_actions"] = pd.DataFrame({"slate_key": u, "t": cnt})
+            for f in (0, 1):
+                sel = (perm[:, i] == a) & (fold == f)
+                if sel.any():
+                    rows.append(("lp", f, ad[a], i + 1, int(sel.sum()), clicks[sel, i].sum(), clicks[sel, i].sum(),
+                                 mu[i, a], mu[i, a]))
+    tables["ad_position"] = pd.DataFrame(rows, columns=["logging_policy", "fold", "ad_id", "position", "m", "c",
+                                                        "c2", "min_p", "max_p"])
+    u, cnt = np.unique(logged_codes, return_counts=True)
+    actions = pd.DataFrame({"dt": SIM_DAY, "held": held, "slate_key": [key(c) for c in u], "t": cnt})
     st, pe, fac, fsq, tp = [], [], [], [], []
     for name, tg in targets.items():
-        tkeys = np.array([key(s) for s in tg])
-        match = tkeys == logged_keys
-        df = pd.DataFrame({"slate_key": tkeys, "m": match, "r": r * match, "r2": (r * r) * match})
-        g = df.groupby("slate_key").agg(n_target=("m", "size"), n_match=("m", "sum"), s_r=("r", "sum"),
-                                        s_r2=("r2", "sum")).reset_index()
+        tcodes = code(tg)
+        match = tcodes == logged_codes
+        df = pd.DataFrame({"code": tcodes, "m": match, "r": r * match, "r2": (r * r) * match})
+        g = df.groupby("code").agg(n_target=("m", "size"), n_match=("m", "sum"), s_r=("r", "sum"),
+                                   s_r2=("r2", "sum")).reset_index()
+        g.insert(0, "slate_key", [key(c) for c in g.pop("code")])
+        g.insert(0, "held", held)
         g.insert(0, "policy_id", name)
+        g.insert(0, "dt", SIM_DAY)
         st.append(g)
-        pe.append((name, T, T, 0, int((np.sort(tg, 1) == np.sort(perm, 1)).all(1).sum())))
+        pe.append((name, T, T, 0, int((np.sort(tg, 1) == np.sort(perm, 1)).all(1).sum()), 0, 0))
         # target position of the logged ad at i (0 = not shown)
         for i in range(K):
             j = np.zeros(T, dtype=int)
@@ -177,35 +288,80 @@ def simulate_tables(seed: int, T: int = 4000, K: int = 2, n_ads: int = 4, n_ctx:
                     fsq.append((name, a, i + 1, jj, jj, v))
         for jj in range(K):
             for a, v in zip(*np.unique(tg[:, jj], return_counts=True)):
-                tp.append((name, ad[a], jj + 1, float(v)))
-    tables["slate_targets"] = pd.concat(st, ignore_index=True)
+                tp.append((name, "lp", ad[a], jj + 1, float(v)))
+    targets_table = pd.concat(st, ignore_index=True).astype({"n_match": "int64"})
     tables["policy_events"] = pd.DataFrame(pe, columns=["policy_id", "n_events", "n_deterministic", "n_with_base",
-                                                        "n_reorder"])
+                                                        "n_reorder", "n_partial", "n_missing_propensity"])
     tables["factored"] = pd.DataFrame(fac, columns=["policy_id", "ad_id", "pos_i", "pos_j", "s_rp", "s_r2p"])
     tables["factored_sq"] = pd.DataFrame(fsq, columns=["policy_id", "ad_id", "pos_i", "pos_j", "pos_j2", "s_r2pp"])
-    tables["target_placements"] = pd.DataFrame(tp, columns=["policy_id", "ad_id", "pos_j", "s_p"])
-    return WindowStats(tables=tables, dates=[]), truth, P, C
+    tables["target_placements"] = pd.DataFrame(tp, columns=["policy_id", "logging_policy", "ad_id", "pos_j", "s_p"])
+    stats = WindowStats(tables=tables, per_day={SIM_DAY: tables}, dates=[SIM_DAY], K=K)
+    if engine is not None:
+        register_big(stats, engine, actions, targets_table, name)
+    return stats, truth, P, C
+
+
+def register_big(stats: WindowStats, engine, actions: pd.DataFrame, targets: pd.DataFrame, name=None) -> None:
+    """The big slate tables (dt, held, slate_key, t) and (dt, policy_id, held, slate_key, n_target, n_match, s_r,
+    s_r2) as engine relations of ``stats`` (named ``name``, replacing an earlier one, or new names)."""
+    n = next(_SIM_NAMES) if name is None else name
+    stats.big = {"slate_actions": f"sim_actions_{n}", "slate_targets": f"sim_targets_{n}"}
+    engine.register_frame(stats.big["slate_actions"], actions)
+    engine.register_frame(stats.big["slate_targets"], targets)
+    stats.engine = engine
+
+
+@pytest.fixture(scope="module")
+def duck():
+    eng = DuckDBEngine("test")
+    yield eng
+    eng.close()
 
 
 @pytest.mark.slow
-def test_clt_coverage_and_theorem3_bound_over_seeds():
+def test_clt_coverage_and_theorem3_bound_over_seeds(duck):
     """Over 300 seeds of uniform logs (K=2, 4 ads -> 12 slates), the 95% CLT interval of the direct scavenging
-    estimate covers the truth 90-99% of the time (binomial sd at 300 seeds: 1.3%) and the Theorem 3 bound
-    always holds."""
-    hits, bound_ok, n = 0, 0, 0
+    estimate (value +- z std_error) covers the truth 90-99% of the time (binomial sd at 300 seeds: 1.3%), the
+    interval the row reports (empirical likelihood) at least 90% of the time, and the Theorem 3 bound always
+    holds."""
+    hits, reported, bound_ok, n = 0, 0, 0, 0
     for seed in range(300):
-        stats, truth, _, _ = simulate_tables(seed, T=3000)
-        est = S.slate_estimates(stats, delta=0.05)
+        stats, truth, _, _ = simulate_tables(seed, T=3000, engine=duck, name="coverage")
+        est = scavenging_rows(stats, sorted(truth), delta=0.05)
         for pid, v in truth.items():
-            rows = est[est["policy_id"] == pid].set_index("interval_kind")
-            if rows.loc["clt", "unsupported_share"] > 0:
+            rows = est[(est["policy_id"] == pid) & est["identified"]].set_index("interval_kind")
+            if not len(rows) or main_row(rows)["unsupported_share"] > 0:
                 continue
             n += 1
-            hits += rows.loc["clt", "ci_low"] <= v <= rows.loc["clt", "ci_high"]
+            main = main_row(rows)
+            hits += abs(main["value"] - v) <= Z95 * main["std_error"]
+            reported += main["ci_low"] <= v <= main["ci_high"]
             bound_ok += rows.loc["bound", "ci_low"] <= v <= rows.loc["bound", "ci_high"]
     assert n >= 550
     assert 0.90 <= hits / n <= 0.99, hits / n
+    assert reported / n >= 0.90, reported / n
     assert bound_ok == n
+
+
+def test_simulated_tables_direct_approach_equals_pure_function(duck):
+    """The pipeline's direct approach (SQL reduction + estimate.py) on hand-made tables equals the pure
+    scavenging_estimate of estimators/scavenging.py (V, CLT std error, Theorem 3 and 4 half-widths)."""
+    stats, truth, _, _ = simulate_tables(5, T=2000, engine=duck)
+    est = scavenging_rows(stats, sorted(truth), delta=0.05, uniform=True)
+    actions = duck.fetch(f"SELECT slate_key AS key, t FROM {stats.big['slate_actions']}")
+    targets = duck.fetch(f"SELECT * FROM {stats.big['slate_targets']}").rename(columns={"slate_key": "key"})
+    log_k = S.log_n_slates(4, 2)
+    ls = stats.table("log_summary")
+    rr = max(float(ls["r_max"].max()), 1.0)
+    for pid in truth:
+        tg = targets[targets["policy_id"] == pid]
+        for uniform, name in ((False, "scavenging_slate"), (True, "scavenging_slate_uniform")):
+            want = S.scavenging_estimate(actions, tg, 2000, log_k, 0.05, 0.95, rr, uniform=uniform)
+            rows = est[(est["policy_id"] == pid) & (est["estimator"] == name)].set_index("interval_kind")
+            assert math.isclose(main_row(rows)["value"], want["value"], rel_tol=1e-9), (pid, name)
+            assert math.isclose(main_row(rows)["std_error"], want["std_error"], rel_tol=1e-9), (pid, name)
+            assert math.isclose(rows.loc["bound", "ci_high"] - rows.loc["bound", "value"], want["halfwidth"],
+                                rel_tol=1e-9), (pid, name)
 
 
 @pytest.mark.slow
@@ -214,21 +370,21 @@ def test_generator_uniform_logs_within_intervals(spark, tmp_path):
     interval (3 sd) and its Theorem 3 bound of the realized-context true value."""
     import json
 
-    from scavenger.evaluation import EvaluateOptions, evaluate
+    from scavenger import api
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     out = str(tmp_path / "gen")
     truth = generate(spark, GeneratorConfig(logging="uniform", n_positions=2, n_ads=5, days=1,
                                             events_per_day=20000, seed=3), out)
-    ev = evaluate(spark, f"{out}/logs", f"{out}/decisions",
-                  options=EvaluateOptions(estimators=["scavenging_slate", "factored"], uniform_logging=True))
-    est = ev.estimates
+    ev = api.evaluate(f"{out}/logs", f"{out}/decisions", estimators=["scavenging_slate", "factored"],
+                      policies=["oracle", "most_clicked"], uniform_logging=True, gate="off", engine="duckdb")
+    est = ev.pandas
     checked = 0
     for pid in ("oracle", "most_clicked"):
         v = truth["policies"][pid]["realized_value"]
         for name in ("scavenging_slate", "scavenging_slate_uniform", "factored"):
             rows = est[(est["policy_id"] == pid) & (est["estimator"] == name)].set_index("interval_kind")
-            assert abs(rows.loc["clt", "value"] - v) <= 3 * rows.loc["clt", "std_error"], (pid, name)
+            assert abs(main_row(rows)["value"] - v) <= 3 * main_row(rows)["std_error"], (pid, name)
             if "bound" in rows.index:
                 assert rows.loc["bound", "ci_low"] <= v <= rows.loc["bound", "ci_high"]
             checked += 1
@@ -241,28 +397,30 @@ def test_generator_uniform_logs_within_intervals(spark, tmp_path):
 def test_generator_multi_base_policy(spark, tmp_path):
     """Generator 'multi' logs (3 base policies rotated independently of x): the target that follows, per context,
     the best base policy is evaluated with action = base policy; within 3 sd and within the Theorem 3 bound."""
-    from scavenger.evaluation import EvaluateOptions, evaluate
+    from scavenger import api
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     out = str(tmp_path / "gen")
     truth = generate(spark, GeneratorConfig(logging="multi", n_positions=3, n_ads=10, days=1,
                                             events_per_day=20000, seed=4), out)
-    ev = evaluate(spark, f"{out}/logs", f"{out}/decisions",
-                  options=EvaluateOptions(estimators=["scavenging_base"]))
-    rows = ev.estimates[ev.estimates["policy_id"] == "best_base"].set_index("interval_kind")
+    ev = api.evaluate(f"{out}/logs", f"{out}/decisions", estimators=["scavenging_base"], policies=["best_base"],
+                      gate="off", engine="duckdb")
+    est = ev.pandas
+    rows = est[est["policy_id"] == "best_base"].set_index("interval_kind")
     v = truth["policies"]["best_base"]["realized_value"]
     print(rows[["value", "std_error", "ci_low", "ci_high", "supported_share"]], v)
-    assert rows.loc["clt", "supported_share"] == 1.0
-    assert abs(rows.loc["clt", "value"] - v) <= 3 * rows.loc["clt", "std_error"]
+    assert main_row(rows)["supported_share"] == 1.0
+    assert abs(main_row(rows)["value"] - v) <= 3 * main_row(rows)["std_error"]
     assert rows.loc["bound", "ci_low"] <= v <= rows.loc["bound", "ci_high"]
 
 
 @pytest.mark.parametrize("n_match", [0, 1, 2])
-def test_clt_needs_two_matched_events(n_match):
-    """Seed 001 scavenging: with fewer than 2 matched events there is no CLT interval (NaN, not zero width);
-    the Theorem 3 bound row is still given. With 2 it is the plain numpy value."""
-    import pandas as pd
-
+def test_clt_needs_two_matched_events(n_match, duck):
+    """Seed 001 scavenging, the pure function (base-policy scavenging): with fewer than 2 matched events there is
+    no CLT interval (NaN, not zero width); the Theorem 3 bound row is still given. With 2 it is the plain numpy
+    value. The pipeline's direct approach: no matching event is not identified; with one or more, the value, its
+    standard error and the Theorem 3 bound are the numpy ones, and its interval (empirical likelihood: honest from
+    one matching event) is finite."""
     actions = pd.DataFrame({"key": [1, 2], "t": [5, 7]})
     targets = pd.DataFrame({"key": [1], "n_target": [4], "n_match": [n_match], "s_r": [float(n_match > 0) * 1.0],
                             "s_r2": [float(n_match > 0) * 1.0]})
@@ -270,12 +428,34 @@ def test_clt_needs_two_matched_events(n_match):
     assert math.isclose(est["value"], (1.0 if n_match else 0.0) / 5, rel_tol=1e-12)
     assert math.isfinite(est["bound"][1])
     rows = pd.DataFrame(S._rows("p", "scavenging_slate", est, 12, 10.0, 0.95, 0.05)).set_index("interval_kind")
+    x = np.array([1.0, 0.0, 0.0, 0.0, 0.0])      # one click among the 5 events of action 1
+    se = math.sqrt(x.var(ddof=1) / 5)
     if n_match < 2:
         assert math.isnan(est["std_error"]) and all(math.isnan(x) for x in est["clt"])
         assert math.isnan(rows.loc["clt", "ci_low"]) and math.isnan(rows.loc["clt", "ci_high"])
         assert math.isnan(rows.loc["clt", "value"]) == (n_match == 0)
         assert rows.loc["bound", "value"] == est["value"]
     else:
-        x = np.array([1.0, 0.0, 0.0, 0.0, 0.0])      # one click among the 5 events of action 1
-        se = math.sqrt(x.var(ddof=1) / 5)
         assert math.isclose(est["std_error"], se, rel_tol=1e-9)
+    # the same counts as big slate tables (K = 1: action = ad; 10 ads in the catalogue)
+    stats = WindowStats(tables={"log_summary": pd.DataFrame({"logging_policy": ["lp"], "n_events": [12],
+                                                             "r_max": [1.0], "r_min": [0.0], "k_max": [1]}),
+                                "policy_events": pd.DataFrame({"policy_id": ["p"], "n_events": [12],
+                                                               "n_deterministic": [12]})},
+                        per_day={}, dates=[SIM_DAY], K=1)
+    register_big(stats, duck,
+                 pd.DataFrame({"dt": SIM_DAY, "held": "1", "slate_key": ["1:a", "1:b"], "t": [5, 7]}),
+                 targets.assign(dt=SIM_DAY, policy_id="p", held="1", slate_key="1:a").drop(columns="key"))
+    got = scavenging_rows(stats, ["p"], n_ads=10).set_index("interval_kind")
+    assert (got["estimator"] == "scavenging_ad").all()
+    if n_match == 0:
+        assert len(got) == 1 and not got.loc["none", "identified"] and math.isnan(got.loc["none", "value"])
+        assert "no logged slate equals" in got.loc["none", "reason"]
+    else:
+        assert math.isclose(got.loc["bound", "ci_high"] - got.loc["bound", "value"], est["halfwidth"], rel_tol=1e-12)
+        main = main_row(got)
+        assert main["identified"] and math.isclose(main["value"], 0.2, rel_tol=1e-12)
+        assert math.isclose(main["std_error"], se, rel_tol=1e-9)
+        assert math.isfinite(main["ci_low"]) and main["ci_low"] < 0.2 < main["ci_high"] < math.inf
+        if main.name == "clt":
+            assert math.isclose(main["ci_high"], 0.2 + Z95 * se, rel_tol=1e-9)

@@ -22,9 +22,11 @@ def add_arguments(parser):
                              "per-day statistics: no extra scan")
     parser.add_argument("--adc", default="estimate",
                         help="'estimate' (from the window's logs) or the path of a stored ADC table (scavenger adc)")
-    parser.add_argument("--adc-method", default="variance_optimal",
-                        choices=("naive", "uniform", "heuristic", "variance_optimal"),
-                        help="which ADC row factored and reorder use")
+    parser.add_argument("--adc-method", default="heuristic",
+                        help="which ADC row factored and reorder use: naive, uniform, heuristic (default: as "
+                             "precise as the cross-fitted variance_optimal on every shape measured, issue 30), "
+                             "variance_optimal "
+                             "(with --adc PATH: any method the stored table holds)")
     parser.add_argument("--delta", type=float, default=0.05, help="Theorem 3/4 bounds hold w.p. 1 - delta")
     parser.add_argument("--level", type=float, default=0.95, help="level of the intervals")
     parser.add_argument("--uniform-logging", action="store_true",
@@ -43,6 +45,7 @@ def prepare(args, ctx):
     from ..statistics.reorder import parse_reorder_specs
 
     C.check_level(args)
+    _check_adc_method(args.adc, args.adc_method)
     estimators = registry.resolve(args.estimators) if args.estimators else None
     reorder = parse_reorder_specs(args.reorder)
     if args.decisions is None and not reorder:
@@ -85,8 +88,33 @@ def run(args, ctx, prepared):
     r.verdicts = ev.verdicts
     r.summary.update({"window": stats.window, "checks": ev.window.check_verdicts, "notes": ev.notes,
                       "estimates": _summary_rows(ev.estimates)})
+    if ev.warnings:
+        import sys
+
+        from ..safe import bound
+
+        r.summary["warnings"] = ev.warnings
+        for w in ev.warnings:
+            print(f"scavenger evaluate: warning: {bound(w)}", file=sys.stderr)
     if ev.refused:
         raise DataCheckFailed("not identified from these data: " + "; ".join(ev.refused), verdicts=ev.verdicts)
+
+
+def _check_adc_method(adc: str, method: str) -> None:
+    """--adc-method names an estimated method, or (with --adc PATH) a method the stored table holds (exit 2)."""
+    from ..errors import UsageError
+    from ..estimators.adc import METHODS
+
+    if adc in (None, "", "estimate"):
+        if method not in METHODS:
+            raise UsageError(f"--adc-method must be one of {', '.join(METHODS)} when ADCs are estimated; got "
+                             f"{method!r}")
+        return
+    from ..estimate import read_adc_table
+
+    held = sorted(str(m) for m in read_adc_table(adc)["method"].dropna().unique())
+    if method not in held:
+        raise UsageError(f"--adc-method {method!r}: the ADC table {adc} holds the method(s) {', '.join(held)}")
 
 
 def _calibration_key(gate) -> str:

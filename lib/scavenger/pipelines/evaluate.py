@@ -21,7 +21,7 @@ from .common import GateConfig, Inputs, Window, run_window
 class EvaluateOptions:
     estimators: list | None = None         # None: the default set (registry)
     adc: str = "estimate"                  # "estimate" (from the window) or a stored ADC table
-    adc_method: str = "variance_optimal"
+    adc_method: str = "heuristic"             # issue 30: cross-fitted variance_optimal was never more precise
     delta: float = 0.05                    # Theorem 3/4 bounds hold with probability 1 - delta
     level: float = 0.95
     uniform_logging: bool = False
@@ -45,6 +45,7 @@ class Evaluation:
     estimates_by_day: pd.DataFrame | None = None
     notes: list = field(default_factory=list)
     refused: list = field(default_factory=list)    # named estimators the data or the gate could not support
+    warnings: list = field(default_factory=list)   # estimates that left more than 1% of the rows unused
 
     @property
     def stats(self):
@@ -162,13 +163,46 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     names = [r["policy_id"] for r in options.reorder]
     est = finish(estimate_window(stats, policies, run, ctx, names), ctx, window, options.level)
     diag = _diagnostics(stats, policies, ctx, notes)
+    warnings, unused_diag = unused_rows(est)
+    if unused_diag:
+        diag = pd.concat([diag, pd.DataFrame(unused_diag, columns=list(diag.columns)).astype(diag.dtypes)],
+                         ignore_index=True)
     by_day = _by_day(stats, policies, run, options, window, names) if options.by_day else None
     named = _named(options.estimators)
     refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
                if not r["identified"] and _base_name(r["estimator"]) in named]
     return Evaluation(estimates=est, diagnostics=diag, adc=ctx.adc_table, window=window, estimates_by_day=by_day,
                       notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
-                                     for r in est.to_dict("records") if not r["identified"]], refused=refused)
+                                     for r in est.to_dict("records") if not r["identified"]], refused=refused,
+                      warnings=warnings)
+
+
+UNUSED_WARN_SHARE = 0.01   # an estimate that leaves more than this share of its policy's rows unused is flagged
+
+
+def unused_rows(est: pd.DataFrame, threshold: float = UNUSED_WARN_SHARE) -> tuple[list, list]:
+    """(warnings, diagnostic rows) for the identified estimates that used fewer than all their policy's rows
+    (n_events used, n_unused left out, unused_reasons why): a diagnostic ``unused_share:<estimator>`` per such
+    estimate, and one warning per (policy, rows used, reasons) when more than ``threshold`` of the rows went
+    unused."""
+    warnings, diag, grouped = [], [], {}
+    for r in est.to_dict("records"):
+        used = int(r.get("n_events") or 0)
+        unused = int(r.get("n_unused") or 0) if pd.notna(r.get("n_unused")) else 0
+        if not r.get("identified") or unused <= 0 or used + unused == 0:
+            continue
+        share = unused / (used + unused)
+        if share <= threshold:
+            continue
+        diag.append({"policy_id": r["policy_id"], "metric": f"unused_share:{r['estimator']}", "slot": None,
+                     "value": float(share)})
+        key = (r["policy_id"], used, unused, r.get("unused_reasons") or "not given")
+        grouped.setdefault(key, []).append(r["estimator"])
+    for (policy, used, unused, reasons), ests in grouped.items():
+        total = used + unused
+        warnings.append(f"{', '.join(ests)} ({policy}): used {used:,} of {total:,} rows; {unused:,} "
+                        f"({unused / total:.1%}) left out ({reasons})")
+    return warnings, diag
 
 
 def _named(estimators) -> set:
@@ -215,7 +249,16 @@ def derived_policies(engine, inputs: Inputs, options: EvaluateOptions, gate, con
             if start is None or parse_date(r["fit_to"], "ctr fit --to") >= start:
                 raise UsageError("--reorder ctr:FROM:TO: the fit window must end before --from (fitted and "
                                  "evaluated on disjoint windows)")
-            fit = Inputs(inputs.logs, None, parse_date(r["fit_from"]), parse_date(r["fit_to"]))
+            fit_from, fit_to = parse_date(r["fit_from"]), parse_date(r["fit_to"])
+            logs = inputs.logs
+            if logs.kind == "files":
+                # the logs were described for the evaluation window, which the fit window precedes: describe
+                # the fit window's days
+                from ..contract import LOGS, load_contract
+                from ..io import sources
+
+                logs = sources.describe(logs.uri, load_contract(LOGS), fit_from, fit_to, "--logs")
+            fit = Inputs(logs, None, fit_from, fit_to)
             w = run_window(engine, fit, (), ScanPlan(False, False, False), GateConfig(mode="off",
                                                                                        rules=gate.rules),
                            config, store, None, "fit", batch_days)
