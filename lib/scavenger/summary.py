@@ -100,6 +100,8 @@ def summary_lines(result) -> list[str]:
             lines.append(f"  {'dcg':<17} " + " ".join(f"{_fmt(v, 3):>7}" for v in result.summary["dcg"]))
         for reason in result.summary.get("not_identified") or []:
             lines.append(f"  not identified: {reason}")
+    for warning in (result.summary.get("warnings") or [])[:8]:
+        lines.append(f"warning: {_clip(warning)}")
     for note in [n for n in (result.summary.get("notes") or []) if "not identified" not in n][:8]:
         lines.append(f"note: {_clip(note)}")
     if result.message and result.status == "ok":

@@ -10,6 +10,7 @@ Modules keep logic out: they parse flags, call library functions and record resu
 COMMAND_MODULES = [
     "generate",
     "ingest_obd",
+    "obd_target",
     "validate",
     "adc",
     "evaluate",

@@ -20,7 +20,9 @@ def add_arguments(parser) -> None:
     C.add_output_arguments(parser, "OUT/validation/, OUT/quarantine/, OUT/data_docs/")
     parser.add_argument("--estimators", default=None,
                         help="the estimators in use (comma list of adc, " + ", ".join(registry.names()) + "); "
-                             "validate runs and gates only their checks (default: the evaluate default set)")
+                             "validate runs and gates only their checks (default: the evaluate default set, "
+                             "where a failed check that bears only on the IPS/PI family, c, d or e, reads 'PI "
+                             "family not applicable' instead of failing, as evaluate leaves that family out)")
     parser.add_argument("--checks", default=None, help="run exactly these checks instead, e.g. a,b")
     parser.add_argument("--no-gate", action="store_true", help="report only: exit 0 even when a check fails")
     parser.add_argument("--ge-row-sample", type=int, default=0,
@@ -42,8 +44,9 @@ def prepare(args, ctx):
     estimators = None
     if args.estimators:
         items = [e.strip() for e in args.estimators.split(",") if e.strip()]
-        estimators = (["adc"] if "adc" in items else []) + registry.resolve([e for e in items if e != "adc"] or
-                                                                            (None if "adc" not in items else []))
+        rest = [e for e in items if e != "adc"]
+        # `--estimators adc` is ADC alone (registry.resolve of nothing would be the whole default set)
+        estimators = (["adc"] if "adc" in items else []) + (registry.resolve(rest) if rest else [])
     if args.ge_row_sample < 0:
         raise UsageError(f"--ge-row-sample must be >= 0, got {args.ge_row_sample}")
     if args.no_gate:
@@ -62,7 +65,11 @@ def run(args, ctx, prepared) -> None:
 
     inputs, gate, estimators, checks = prepared
     engine = ctx.engine(inputs)
+    from ..io import manifest
+
     docs = fs.join(args.out, "data_docs") if fs.is_local(args.out) else None
+    if docs and fs.exists(docs):
+        manifest.unmark(docs)               # GE rewrites the site in place: the old mark no longer vouches for it
     with ctx.result.timed("validate"):
         v = validate(engine, inputs, estimators, checks, gate, args.stats_dir, C.quarantine_dir(args),
                      ctx.result.run_id, C.batch_days(args, engine), docs_dir=docs)
@@ -71,12 +78,16 @@ def run(args, ctx, prepared) -> None:
     r.outputs["quarantine"] = C.quarantine_dir(args)
     if docs and fs.exists(fs.join(docs, "index.html")):
         r.outputs["data_docs"] = fs.join(docs, "index.html")
+        manifest.stamp("data_docs", docs)
     stats = v.window.stats
     r.counts.update({**C.window_counts(stats),
                      **v.window.counts})
     r.verdicts = v.verdicts
     r.summary.update({"window": stats.window, "estimators": v.estimators, "checks": v.window.check_verdicts,
                       "failed_checks": v.failed, "gate": gate.mode, "message": v.message})
+    if v.not_applicable:
+        r.summary["not_applicable"] = v.not_applicable
+        r.summary.setdefault("notes", []).extend(v.not_applicable)
     if v.failed and gate.enforce:
         raise DataCheckFailed(v.message, verdicts=r.verdicts)
     if v.failed:

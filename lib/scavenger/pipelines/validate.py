@@ -2,7 +2,7 @@
 quarantine with reasons, checks a-e over the window's statistics, great-expectations suites and Data Docs."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -19,6 +19,7 @@ class Validation:
     failed: list
     message: str
     ge_rows: list
+    not_applicable: list = field(default_factory=list)   # notes: default-set estimators a failed check rules out
 
     @property
     def verdicts(self) -> list:
@@ -41,6 +42,7 @@ def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store
              run_id: str = "adhoc", batch_days: int = 0, docs_dir: str | None = None) -> Validation:
     from ..statistics.scan import StatsConfig
 
+    configured = bool(estimators) or bool(checks)   # the user (or the deployment's config) named them
     ests, checks = checks_to_run(estimators, checks)
     plan = registry.plan_for([e for e in ests if e != "adc"], checks)
     window = run_window(engine, inputs, checks, plan, gate, StatsConfig(rules=gate.rules), store, quarantine_dir,
@@ -51,6 +53,7 @@ def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store
 
         ge_rows = run_window_suites(window, inputs, gate, docs_dir)
     failed = [c for c in (*checks, "quarantine") if window.check_verdicts.get(c) == A.FAIL]
+    failed, not_applicable = _default_set_failures(failed, ests, named=configured)
     counts = window.counts["logs"]
     if failed:
         first = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts
@@ -62,4 +65,24 @@ def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store
     else:
         message = (f"data checks passed for {', '.join(ests) or 'the checks asked for'}; "
                    f"{counts['rows_quarantined']} of {counts['rows_in']} log rows set aside")
-    return Validation(window, checks, ests, failed, message, ge_rows)
+    if not_applicable:
+        message += "; " + "; ".join(not_applicable)
+    return Validation(window, checks, ests, failed, message, ge_rows, not_applicable)
+
+
+def _default_set_failures(failed: list, ests: list, named: bool) -> tuple[list, list]:
+    """(failed checks that gate, notes). With the default set (no --estimators, no --checks: nothing configured),
+    a check that bears only on the IPS/PI family (c support, d factorized logging, e calibration) rules that family
+    out instead of failing the run, as ``evaluate`` leaves it out of its default set: ranked logs (not factorized)
+    pass for ADC, scavenging, factored and re-ordering. Naming a PI-family estimator gates on them again."""
+    if named:
+        return failed, []
+    gate, notes = [], []
+    for c in failed:
+        affected = registry.estimators_relying_on(c, ests) if c != "quarantine" else []
+        if affected and all(registry.get(e).family == "slate" for e in affected):
+            notes.append(f"PI family not applicable ({', '.join(affected)}): check {c} failed "
+                         f"({A.CHECK_NAMES.get(c, c)}); name them with --estimators to gate on it")
+        else:
+            gate.append(c)
+    return gate, notes
