@@ -1,5 +1,5 @@
 # Two commands on a fresh machine (Java 17 is the only system prerequisite):
-#   make demo   - installs into .venv, generates a week of logs and runs every estimator on the embedded Spark
+#   make demo   - installs into .venv, generates a week of logs and runs every estimator on DuckDB (no JVM)
 #   make test   - installs everything the tests need into .venv (incl. Airflow, ending with one consistent
 #                 pyspark) and runs the test suite
 PYTHON ?= python3

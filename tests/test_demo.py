@@ -9,13 +9,13 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def demo_run(spark, tmp_path_factory):
-    """The demo at a small scale: generation on the suite's Spark session, estimates on DuckDB (its default)."""
+def demo_run(tmp_path_factory):
+    """The demo at a small scale on DuckDB (its default: generation and estimates, no JVM)."""
     from scavenger.demo import run_demo
 
     work = tmp_path_factory.mktemp("demo")
     lines = []
-    summary = run_demo(spark, str(work / "demo"), days=2, events_per_day=6000, seed=3, printer=lines.append)
+    summary = run_demo(None, str(work / "demo"), days=2, events_per_day=6000, seed=3, printer=lines.append)
     return {"text": "\n".join(str(x) for x in lines), "summary": summary, "workdir": work}
 
 

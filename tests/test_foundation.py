@@ -89,9 +89,11 @@ def test_contract_round_trip_path_and_table(spark, tmp_path):
         assert [s.asDict() for s in g.slots] == w["slots"]
     # window filter prunes by dt
     assert contract.read_logs(spark, path, "2026-01-02", "2026-01-02").count() == 3
-    # a catalog table works the same way
-    df.write.mode("overwrite").saveAsTable("round_trip_logs")
-    assert contract.read_logs(spark, "round_trip_logs", date_from="2026-01-01", date_to="2026-01-01").count() == 3
+    # a catalog table (qualified: db.table) works the same way; a bare word is a path
+    df.write.mode("overwrite").saveAsTable("default.round_trip_logs")
+    assert contract.read_logs(spark, "default.round_trip_logs", date_from="2026-01-01",
+                              date_to="2026-01-01").count() == 3
+    assert not contract.is_table_name("round_trip_logs") and contract.is_table_name("default.round_trip_logs")
 
 
 def test_rewriting_one_day_replaces_only_that_day(spark, tmp_path):

@@ -281,6 +281,15 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
     return "SELECT " + ", ".join(cols) + f" FROM {view}"
 
 
+def select_sql(name: str, exprs: dict, source: str) -> str:
+    """SELECT from ``source`` of contract ``name``'s columns in order, each SQL expression of ``exprs`` (missing:
+    null) ``try_cast`` to the contract's type with nested fields nullable: how writers that build rows in SQL
+    (the generator, the OBD ingest) give both engines the same output schema."""
+    cols = [f"try_cast({exprs.get(f.name, 'NULL')} AS {sql_type(nullable_type(f.dataType))}) AS {f.name}"
+            for f in load_contract(name).struct_type().fields]
+    return "SELECT " + ", ".join(cols) + f" FROM {source}"
+
+
 def arrow_type(data_type, nullable: bool = False):
     """The pyarrow type of a contract type (timestamps as UTC microseconds, as Spark writes them); ``nullable``:
     every nested field nullable (a writer of bad data, or one that does not know the contract)."""

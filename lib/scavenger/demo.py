@@ -76,17 +76,19 @@ def verdict_lines(verdicts: list[dict]) -> list[str]:
 
 def run_demo(spark, out_dir: str, days: int = 7, events_per_day: int = 50_000, seed: int = 0,
              printer=print, engine: str = "duckdb") -> dict:
-    """Generate both data sets (Spark), evaluate them (``engine``), write tables under ``out_dir``, print the
-    summary. Estimates not identified from these logs are printed with their reason, never as numbers."""
+    """Generate both data sets and evaluate them on ``engine`` (duckdb: no JVM, ``spark`` unused and may be None;
+    spark: this session, or one from the environment), write tables under ``out_dir``, print the summary.
+    Estimates not identified from these logs are printed with their reason, never as numbers."""
     pd.set_option("display.width", 200)
     pd.set_option("display.max_columns", 20)
     summary: dict = {}
+    generator = (spark or "spark") if engine == "spark" else "duckdb"
 
     ranked_dir = fs.join(out_dir, "ranked")
     ranked_cfg = GeneratorConfig(layout="ranked", logging="history", n_positions=4, n_ads=40, n_contexts=24,
                                  days=days, events_per_day=events_per_day, seed=seed)
     printer(f"== generating {days} days x {events_per_day:,} ranked slates (history-dependent logging) ...")
-    ranked_truth = generate(spark, ranked_cfg, ranked_dir)
+    ranked_truth = generate(generator, ranked_cfg, ranked_dir)
     ranked = api.evaluate(fs.join(ranked_dir, "logs"), fs.join(ranked_dir, "decisions"),
                           estimators=["scavenging", "factored"], gate="report", engine=engine,
                           stats_dir=fs.join(out_dir, "stats", "ranked"))
@@ -108,7 +110,7 @@ def run_demo(spark, out_dir: str, days: int = 7, events_per_day: int = 50_000, s
     slotted_cfg = GeneratorConfig(layout="slotted", logging="uniform", n_positions=3, slot_sizes=[3, 10, 30],
                                   n_contexts=24, days=days, events_per_day=events_per_day, seed=seed + 1)
     printer(f"\n== generating {days} days x {events_per_day:,} slotted slates (factorized uniform logging) ...")
-    slotted_truth = generate(spark, slotted_cfg, slotted_dir)
+    slotted_truth = generate(generator, slotted_cfg, slotted_dir)
     slotted = api.evaluate(fs.join(slotted_dir, "logs"), fs.join(slotted_dir, "decisions"),
                            estimators=["slate"], gate="report", engine=engine,
                            stats_dir=fs.join(out_dir, "stats", "slotted"))

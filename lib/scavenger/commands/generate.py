@@ -28,6 +28,14 @@ def add_arguments(parser):
                                                     "(default: the paper's 1,.613,.527,.433, extended geometrically)")
     parser.add_argument("--epsilon", default="0.2", help="exploration rate of the epsilon-greedy logging policies")
     parser.add_argument("--seed", default="0", help="random seed (same seed, same rows)")
+    parser.add_argument("--partial-slates", default="0", metavar="SHARE",
+                        help="share of events logged as one slot only, at a uniform position, like the Open Bandit "
+                             "Dataset's rows (default 0: full slates); ground_truth.json then gives held_slots")
+    parser.add_argument("--no-propensities", action="store_true",
+                        help="log no propensities (every one null): propensity-free logs, seed 001's setting")
+    parser.add_argument("--engine", default="auto", choices=("auto", "duckdb", "spark"),
+                        help="auto (default): DuckDB for a local --out (no JVM), Spark for a URI that is not local, "
+                             "--master/--conf, spark-submit or SPARK_REMOTE; the same rows either way")
 
 
 def _number_list(value: str | None, flag: str, kind=float):
@@ -64,7 +72,9 @@ def config_from_args(args):
         n_contexts=_number(args.contexts, "--contexts"), days=_number(args.days, "--days"),
         events_per_day=_number(args.events_per_day, "--events-per-day"), start_date=args.start_date,
         adc=_number_list(args.adc, "--adc", float), epsilon=_number(args.epsilon, "--epsilon", float),
-        seed=_number(args.seed, "--seed"))
+        seed=_number(args.seed, "--seed"),
+        partial_slates=_number(args.partial_slates, "--partial-slates", float),
+        propensities=not args.no_propensities)
     if cfg.layout == "ranked" and cfg.slot_sizes is not None:
         raise UsageError("--slot-sizes applies to --layout slotted only")
     return cfg.resolved()  # validates: UsageError (exit 2) before Spark starts
@@ -77,7 +87,7 @@ def run(args, ctx):
     result = ctx.result
     result.inputs = {"config": cfg.to_dict()}
     with result.timed("generate"):
-        truth = generate(ctx.spark, cfg, args.out, timings=result.timings)
+        truth = generate(ctx.output_engine(args.out), cfg, args.out, timings=result.timings)
     out = os.path.abspath(args.out)
     result.outputs = {"logs": os.path.join(out, "logs"), "decisions": os.path.join(out, "decisions"),
                       "truth": os.path.join(out, "truth"), "ground_truth": os.path.join(out, "ground_truth.json")}
@@ -95,3 +105,11 @@ def run(args, ctx):
           f"-> {out}")
     print(f"  {cfg.layout}/{cfg.logging}, K={cfg.n_positions}; true values per event: logging="
           f"{truth['logging_policy']['value']:.4f}, {values}")
+    if truth.get("held_slots"):
+        held = truth["held_slots"]
+        result.summary["held_slots"] = {pid: v["value"] for pid, v in held["policies"].items()}
+        print(f"  partial slates: {held['partial_slates']:.0%} of events hold one slot; value of the held slots = "
+              f"{held['held_fraction']:.4f} x value: " + ", ".join(f"{pid}={v['value']:.4f}"
+                                                                     for pid, v in held["policies"].items()))
+    if not cfg.propensities:
+        print("  no propensities logged (IPS/PI family not identified on these logs)")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 
 from .. import obd
-from ..contract import write_partitioned
 from ..errors import UsageError
+from ..io import fs
 
 NAME = "ingest-obd"
 HELP = "Turn Open Bandit Dataset CSVs into impression logs (one-slot impressions, Parquet partitioned by dt)"
@@ -16,6 +16,10 @@ def add_arguments(parser):
     parser.add_argument("--out", required=True, help="output directory (logs written to OUT/logs)")
     parser.add_argument("--policies", default=",".join(obd.POLICIES), help="comma list of random,bts")
     parser.add_argument("--campaigns", default=",".join(obd.CAMPAIGNS), help="comma list of all,men,women")
+    parser.add_argument("--engine", default="auto", choices=("auto", "duckdb", "spark", "local"),
+                        help="auto (default): DuckDB for a local --out (no JVM), Spark when --master/--conf are "
+                             "given, --out is a URI, or under spark-submit/SPARK_REMOTE; duckdb (local is the same); "
+                             "spark. One Spark SQL statement either way: the same rows")
 
 
 def _choices(value: str, allowed, flag: str) -> tuple[str, ...]:
@@ -27,25 +31,22 @@ def _choices(value: str, allowed, flag: str) -> tuple[str, ...]:
 
 
 def run(args, ctx):
-    from pyspark.sql import functions as F
-
     policies = _choices(args.policies, obd.POLICIES, "--policies")
     campaigns = _choices(args.campaigns, obd.CAMPAIGNS, "--campaigns")
     files = obd.obd_files(args.obd_dir, policies, campaigns)
     result = ctx.result
     result.inputs = {"obd_dir": os.path.abspath(args.obd_dir),
                      "files": [str(path) for _, _, path in files]}
-    logs_path = os.path.join(args.out, "logs")
+    if args.engine == "local":
+        args.engine = "duckdb"
+    logs_path = fs.join(args.out, "logs")
+    engine = ctx.output_engine(args.out)
     with result.timed("ingest"):
-        logs = obd.ingest_obd(ctx.spark, args.obd_dir, policies, campaigns)
-        write_partitioned(logs, logs_path)
-    with result.timed("count"):
-        written = ctx.spark.read.parquet(logs_path)
-        by_file = (written.groupBy(F.col("logging_policy"), F.col("context_id"))
-                   .agg(F.count(F.lit(1)).alias("rows"), F.sum(F.element_at("slots", 1).reward).alias("clicks"))
-                   .orderBy("logging_policy", "context_id").collect())
-    counts = {f"{r['logging_policy']}/{r['context_id']}": {"rows": r["rows"], "clicks": r["clicks"]}
-              for r in by_file}
-    result.outputs = {"logs": os.path.abspath(logs_path)}
+        counts = obd.ingest_obd_to(engine, args.obd_dir, logs_path, policies, campaigns)
+    _record(result, logs_path, counts, files)
+
+
+def _record(result, logs_path, counts, files) -> None:
+    result.outputs = {"logs": os.path.abspath(logs_path) if fs.is_local(logs_path) else logs_path}
     result.counts = {"rows": sum(v["rows"] for v in counts.values()), "by_file": counts}
     print(f"ingest-obd: {result.counts['rows']} rows from {len(files)} files -> {logs_path}")

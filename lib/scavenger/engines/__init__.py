@@ -42,6 +42,18 @@ def choose(requested: str, sources, spark_hint: str | None = None) -> tuple[str,
     return "duckdb", "auto: local Parquet inputs (no JVM needed)"
 
 
+def choose_for_output(requested: str, out: str, spark_hint: str | None = None) -> tuple[str, str]:
+    """The same rule for the jobs that write without reading logs (generate, ingest-obd, demo): the output is the
+    location that counts, so a ``--out`` that is not a local path needs Spark."""
+    from ..io import fs
+
+    local = fs.is_local(out)
+    if (requested or "auto").lower() == "duckdb" and not local:
+        raise UsageError(f"--engine duckdb writes local paths only; --out is {out}: use --engine spark")
+    name, why = choose(requested, [], spark_hint or (None if local else "--out is not a local path"))
+    return name, ("auto: local --out (no JVM needed)" if name == "duckdb" and why.startswith("auto") else why)
+
+
 def open_engine(name: str, why: str, spark=None, master: str | None = None, conf: dict | None = None,
                 app_name: str = "scavenger") -> Engine:
     if name == "duckdb":
@@ -57,4 +69,4 @@ def open_engine(name: str, why: str, spark=None, master: str | None = None, conf
     return SparkEngine(spark, why)
 
 
-__all__ = ["Engine", "EngineInfo", "ENGINES", "choose", "open_engine", "under_spark"]
+__all__ = ["Engine", "EngineInfo", "ENGINES", "choose", "choose_for_output", "open_engine", "under_spark"]

@@ -10,6 +10,7 @@ estimators, the checks, great-expectations, the report) sees pandas frames and n
     engine.fetch(sql) -> pandas                  a small result (aggregated tables only)
     engine.write(sql, uri, dts)                  Parquet partitioned by dt; each dt replaced at once, others kept
     engine.read_parquet(name, uris)              stored per-day tables (the statistics store) read back
+    engine.read_csv(name, uri)                   a CSV file, every column text (external sources: OBD)
 """
 from __future__ import annotations
 
@@ -66,6 +67,10 @@ class Engine:
 
     def register_frame(self, name: str, frame: pd.DataFrame) -> None:
         """A small pandas table (e.g. a score table) as relation ``name``."""
+        raise NotImplementedError
+
+    def read_csv(self, name: str, uri: str) -> None:
+        """A CSV file with a header as relation ``name``, every column text (an external source, e.g. OBD)."""
         raise NotImplementedError
 
     def release(self) -> None:

@@ -41,7 +41,8 @@ def _forbidden(tree) -> list[str]:
 def _rules(node):
     """Spellings sqlglot leaves to us: ``conv(x, 16, 10)`` (hex text to decimal text) is
     ``CAST(CAST('0x' || x AS BIGINT) AS VARCHAR)`` in DuckDB; the index of ``transform(arr, (x, i) -> ...)``
-    counts from 0 in Spark and from 1 in DuckDB; ``unix_seconds`` truncates in Spark (floor of the epoch)."""
+    counts from 0 in Spark and from 1 in DuckDB; ``unix_seconds`` truncates in Spark (floor of the epoch);
+    ``from_json(text, 'type')`` is a cast of JSON and ``timestamp_micros`` is ``make_timestamptz``."""
     from sqlglot import exp
 
     if isinstance(node, exp.Transform) and isinstance(node.expression, exp.Lambda) \
@@ -57,6 +58,12 @@ def _rules(node):
         # Spark truncates to whole seconds; sqlglot's CAST(EPOCH(ts) AS BIGINT) rounds (23:59:59.7 -> next day)
         return exp.Cast(this=exp.Floor(this=exp.Anonymous(this="EPOCH", expressions=[node.this.copy()])),
                         to=exp.DataType.build("BIGINT"))
+    if isinstance(node, exp.FromJson) and isinstance(node.expression, exp.Literal):
+        # from_json(text, 'spark type') -> CAST(CAST(text AS JSON) AS <type>): a constant text folds to a constant
+        to = exp.DataType.build(node.expression.name, dialect="spark")
+        return exp.Cast(this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("JSON")), to=to)
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "timestamp_micros" and len(node.expressions) == 1:
+        return exp.Anonymous(this="MAKE_TIMESTAMPTZ", expressions=[node.expressions[0].copy()])
     if isinstance(node, exp.Anonymous) and node.name.lower() == "conv":
         args = node.expressions
         if len(args) == 3 and args[1].name == "16" and args[2].name == "10":

@@ -91,6 +91,10 @@ class DuckDBEngine(Engine):
     def columns(self, name: str) -> list[str]:
         return [r[0] for r in self.con.execute(f"DESCRIBE {name}").fetchall()]
 
+    def read_csv(self, name: str, uri: str) -> None:
+        self._exec(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_csv({_quote(fs.local_path(uri))}, "
+                   f"header = true, all_varchar = true)")
+
     def read(self, name: str, source, contract, days) -> None:
         """Relation ``name``: the source's rows of ``days`` conformed to the contract (one group per schema)."""
         from ..contract import conform_sql
@@ -151,10 +155,10 @@ class DuckDBEngine(Engine):
         os.makedirs(staging, exist_ok=True)
         try:
             query = self._sql(sql, f"write {os.path.basename(target)}")
-            n = self.con.execute(f"SELECT count(*) FROM ({query}) q").fetchall()[0][0]
-            if n:
-                self._exec(f"COPY ({query}) TO {_quote(staging)} (FORMAT PARQUET, COMPRESSION ZSTD, "
-                           f"PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE TRUE)")
+            # one pass: COPY returns the rows it wrote (none: no dt directory, and commit removes the dts)
+            with _timed(f"write {target}"):
+                n = self.con.execute(f"COPY ({query}) TO {_quote(staging)} (FORMAT PARQUET, COMPRESSION ZSTD, "
+                                     f"PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE TRUE)").fetchall()[0][0]
             commit_partitions(staging, target, dts, partition)
         finally:
             shutil.rmtree(os.path.join(target, "_staging"), ignore_errors=True)

@@ -118,6 +118,11 @@ class SparkEngine(Engine):
     def columns(self, name: str) -> list[str]:
         return list(self.spark.table(name).columns)
 
+    def read_csv(self, name: str, uri: str) -> None:
+        self.spark.read.option("header", True).option("inferSchema", False).csv(_spark_path(uri)) \
+            .createOrReplaceTempView(name)
+        self._views.append(name)
+
     def read(self, name: str, source, contract, days) -> None:
         from ..contract import conform_sql
 
