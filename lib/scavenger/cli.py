@@ -61,6 +61,19 @@ class JobContext:
             check_catalog(self.args, self, self._engine)
         return self._engine
 
+    def output_engine(self, out: str):
+        """The engine of a job that writes ``out`` without reading logs (generate, ingest-obd, demo): --engine and
+        the auto rule with the output as the location (DuckDB for a local path), recorded in result.json."""
+        if self._engine is None:
+            from .engines import choose_for_output, open_engine
+
+            hint = "--master or --conf given" if getattr(self.args, "master", None) or \
+                getattr(self.args, "conf", None) else None
+            name, why = choose_for_output(getattr(self.args, "engine", "auto"), out, hint)
+            self._engine = open_engine(name, why, spark=self.spark if name == "spark" else None)
+            self.result.engine = self._engine.info.to_dict()
+        return self._engine
+
     @property
     def engine_open(self):
         return self._engine
@@ -106,8 +119,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _one_line(exc: BaseException) -> str:
+    from .safe import one_line
+
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return one_line(text) if text else type(exc).__name__
+
+
+def _bounded(exc: BaseException) -> str:
+    """An exception's message as shown and recorded: values cut, control characters escaped (safe.bound)."""
+    from .safe import bound
+
+    return bound(str(exc))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,53 +163,90 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         return exc.exit_code
-    if out:
-        # say "running" before touching any output: a run killed midway must not leave the previous run's
-        # "ok" beside tables it may already have replaced
+    from . import lifecycle
+
+    guard = lifecycle.StopGuard(finish=lambda c: lifecycle.record_ending(result, out, c, "interrupted"),
+                                cancel=lambda: lifecycle.cancel_work(ctx))
+    with guard:
         try:
-            result.write(out)
-        except OSError:
-            pass  # reported at the end if it still fails
+            code = _run(module, args, ctx, prepared, out, guard, debug)
+        except lifecycle.Interrupted as exc:      # a stop request while another ending was being handled
+            code = _interrupted(module, result, exc.signum or guard.signum)
+        guard.quiet()
+        if result.status == "interrupted":
+            guard.finish_once(code)               # recorded before the engine is closed (Spark may take a while)
+        ctx.close()
+        code = lifecycle.record_ending(result, out, code, result.status) or code
+    _report(module, args, result)
+    return code
+
+
+def _run(module, args, ctx, prepared, out, guard, debug) -> int:
+    """The job itself and how it ended (status, message, exit code), stop requests included."""
+    from . import lifecycle
+    from .io import manifest
+
+    result = ctx.result
+    code = errors.EXIT_OK
     try:
+        if out:
+            # say "running" before touching any output: a run killed midway must not leave the previous run's
+            # "ok" (or its manifest) beside tables it may already have replaced
+            try:
+                result.write(out)
+            except OSError:
+                pass  # reported at the end if it still fails
+            manifest.begin(out, result.run_id, module.NAME)
         with result.timed("total"):
             if hasattr(module, "prepare"):
                 module.run(args, ctx, prepared)
             else:
                 module.run(args, ctx)
         result.status = "ok"
+    except lifecycle.Interrupted as exc:
+        code = _interrupted(module, result, exc.signum or guard.signum)
+    except KeyboardInterrupt:                 # SIGINT delivered before the guard was in place
+        import signal
+
+        code = _interrupted(module, result, signal.SIGINT)
     except errors.ScavengerError as exc:
-        code = exc.exit_code
-        result.status = "data_check_failed" if code == errors.EXIT_DATA_CHECK else "bad_arguments"
-        result.message = str(exc)
-        verdicts = getattr(exc, "verdicts", None)
-        if verdicts:
-            result.verdicts = verdicts
-        print(f"scavenger {module.NAME}: error: {exc}", file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-    except KeyboardInterrupt:
-        code = errors.EXIT_INTERNAL
-        result.status = "interrupted"
-        print(f"scavenger {module.NAME}: interrupted", file=sys.stderr)
+        if guard.signum is not None:          # an engine call cancelled by the stop request
+            code = _interrupted(module, result, guard.signum)
+        else:
+            code = exc.exit_code
+            result.status = "data_check_failed" if code == errors.EXIT_DATA_CHECK else "bad_arguments"
+            result.message = _bounded(exc)
+            verdicts = getattr(exc, "verdicts", None)
+            if verdicts:
+                result.verdicts = verdicts
+            print(f"scavenger {module.NAME}: error: {result.message}", file=sys.stderr)
+            if debug:
+                traceback.print_exc()
     except Exception as exc:  # noqa: BLE001 - the job boundary
-        code, result.status, result.message = _classify(exc)
-        print(f"scavenger {module.NAME}: {'error' if code != errors.EXIT_INTERNAL else 'internal error'}: "
-              f"{result.message}", file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        elif code == errors.EXIT_INTERNAL:
-            print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
-    finally:
-        ctx.close()
-    result.exit_code = code
-    if out:
-        try:
-            result.write(out)
-        except OSError as exc:
-            print(f"scavenger {module.NAME}: cannot write result.json to {out}: {exc}", file=sys.stderr)
-            code = code or errors.EXIT_INTERNAL
-    _report(module, args, result)
+        if guard.signum is not None:
+            code = _interrupted(module, result, guard.signum)
+        else:
+            code, result.status, result.message = _classify(exc)
+            print(f"scavenger {module.NAME}: {'error' if code != errors.EXIT_INTERNAL else 'internal error'}: "
+                  f"{result.message}", file=sys.stderr)
+            if debug:
+                traceback.print_exc()
+            elif code == errors.EXIT_INTERNAL:
+                print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
     return code
+
+
+def _interrupted(module, result, signum: int) -> int:
+    """SIGTERM/SIGINT: exit 128 + the signal's number, recorded as "interrupted"."""
+    import signal
+
+    from .lifecycle import exit_code_of
+
+    name = signal.Signals(signum).name
+    result.status = "interrupted"
+    result.message = f"interrupted by {name}: stopped before the end; outputs may be partial (see _manifest.json)"
+    print(f"scavenger {module.NAME}: interrupted by {name} (exit {exit_code_of(signum)})", file=sys.stderr)
+    return exit_code_of(signum)
 
 
 def _classify(exc: BaseException) -> tuple[int, str, str]:
@@ -197,7 +256,7 @@ def _classify(exc: BaseException) -> tuple[int, str, str]:
 
     advice = memory_advice(exc)
     if advice:
-        return errors.EXIT_USAGE, "out_of_memory", advice
+        return errors.EXIT_USAGE, "out_of_memory", _bounded(advice)
     return errors.EXIT_INTERNAL, "internal_error", f"{type(exc).__name__}: {_one_line(exc)}"
 
 
@@ -206,7 +265,7 @@ def _report(module, args, result) -> None:
     import json
 
     if getattr(args, "json", False):
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
     from .summary import summary_lines
 
@@ -215,8 +274,10 @@ def _report(module, args, result) -> None:
     except Exception as exc:  # noqa: BLE001 - the summary never changes how a job ended
         lines = [f"scavenger {result.job}: {result.status} (summary unavailable: {type(exc).__name__}; "
                  f"see result.json)"]
+    from .safe import bound
+
     for line in lines:
-        print(line)
+        print(bound(line))
 
 
 def run_job(name: str, argv: list[str]) -> int:

@@ -84,6 +84,22 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
         old.unlink()
 
 
+MAX_VERDICTS = 1000
+
+
+def _capped(verdicts) -> tuple[list, int]:
+    """At most MAX_VERDICTS rows, failures then warnings then the rest, each group in its order; and how many
+    were left out."""
+    rows = list(verdicts or [])
+    if len(rows) <= MAX_VERDICTS:
+        return rows, 0
+    rank = {"fail": 0, "warn": 1}
+    order = sorted(range(len(rows)), key=lambda i: (rank.get(rows[i].get("verdict") if isinstance(rows[i], dict)
+                                                              else None, 2), i))
+    keep = sorted(order[:MAX_VERDICTS])
+    return [rows[i] for i in keep], len(rows) - MAX_VERDICTS
+
+
 @dataclass
 class RunResult:
     """Accumulates what a job did; ``write`` puts it in ``<out>/result.json``."""
@@ -111,13 +127,22 @@ class RunResult:
             self.timings[name] = round(time.perf_counter() - start, 3)
 
     def to_dict(self) -> dict:
-        return _jsonable({
+        """The JSON of result.json. Every string is bounded (safe.bound: values cut to a few hundred characters
+        with their length stated, control characters escaped) and at most ``MAX_VERDICTS`` verdict rows are kept
+        (failures first; the full list is the validation table)."""
+        from .safe import bound_json
+
+        verdicts, omitted = _capped(self.verdicts)
+        out = {
             "job": self.job, "run_id": self.run_id, "status": self.status, "exit_code": self.exit_code,
             "message": self.message, "started_at": self.started_at,
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
             "engine": self.engine, "inputs": self.inputs, "outputs": self.outputs, "counts": self.counts,
-            "timings_seconds": self.timings, "verdicts": self.verdicts, "summary": self.summary,
-        })
+            "timings_seconds": self.timings, "verdicts": verdicts, "summary": self.summary,
+        }
+        if omitted:
+            out["verdicts_omitted"] = omitted
+        return bound_json(_jsonable(out))
 
     def write(self, out_dir: str | os.PathLike) -> str:
         """Write ``<out>/result.json`` at once (a hidden temporary file, then a move), on any URI pyarrow.fs

@@ -144,14 +144,15 @@ def partition_strata(slot: pd.DataFrame, min_per_ad: float = 20.0) -> dict:
     out = {}
     if slot.empty or "stratum_min" not in slot.columns:
         return out
-    for policy, g in slot.groupby("logging_policy", sort=True):
-        per_ad = g.groupby("ad_id").agg(lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum"))
-        if (per_ad["lo"] != per_ad["hi"]).any():
-            continue
-        n_values = per_ad["lo"].nunique()
-        if n_values < 2 or len(per_ad) < 2 * n_values or float(per_ad["n"].mean()) < min_per_ad:
-            continue
-        out[policy] = per_ad["lo"]
+    # every policy at once (one group-by), then a Series only for the policies that pass
+    per_ad = slot.groupby(["logging_policy", "ad_id"], sort=True).agg(
+        lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum"))
+    pol = per_ad.assign(split=per_ad["lo"] != per_ad["hi"]).groupby(level=0).agg(
+        split=("split", "any"), n_values=("lo", "nunique"), ads=("n", "size"), mean_n=("n", "mean"))
+    ok = pol[~pol["split"] & (pol["n_values"] >= 2) & (pol["ads"] >= 2 * pol["n_values"])
+             & (pol["mean_n"] >= min_per_ad)]
+    for policy in ok.index:
+        out[policy] = per_ad.loc[policy, "lo"]
     return out
 
 
@@ -443,9 +444,16 @@ def target_mass(decisions, logs, support):
 # --------------------------------------------------------------------------------------------- verdicts
 def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     """Context independence per (policy, position, feature); time dependence shown without failing."""
+    from .vector import sparse_chi2
+
     out = []
     partitions = _partitioning_features(ctx)
-    for (policy, pos, feat), g in ctx.groupby(["logging_policy", "position", "feature"], sort=True):
+    keys = ["logging_policy", "position", "feature"]
+    # every group's chi-square at once, from its non-zero cells: the loop below does no pandas work per group
+    # except for the few that a partitioning feature splits (bounded cost for any number of policies/features)
+    stats = sparse_chi2(ctx, keys, "value", "ad_id").to_dict("index") if len(ctx) else {}
+    rows_of = ctx.groupby(keys, sort=True).indices if len(ctx) else {}
+    for (policy, pos, feat) in sorted(rows_of):
         scope = f"policy={policy} position={pos} feature={feat}"
         part = partitions.get((policy, pos))
         if part is not None and feat in part["features"]:
@@ -455,6 +463,7 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
                            f"{part['n_strata']} strata"))
             continue
         if part is not None:
+            g = ctx.iloc[rows_of[(policy, pos, feat)]]
             g = g.assign(_stratum=g["ad_id"].map(part["stratum_of_ad"]))
             st = _pooled_within(g, "_stratum")
             detail = (f"within-{part['features'][0]} pooled Cramer's V={st['v_bc']:.4f} (bias-corrected) over "
@@ -466,14 +475,13 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
                                   "scavenging/ADC estimates are not consistent (seed 001 Theorem 1)"}[verdict]
             out.append(row("a.context_independence", scope, st["v_bc"], cfg.cramers_v_max, verdict, msg))
             continue
-        levels = g["value"].nunique()
+        st = stats[(policy, pos, feat)]
+        levels = st["r"]
         if levels > cfg.max_feature_levels:
             out.append(row("a.context_independence", scope, None, cfg.cramers_v_max, WARN,
                            f"{levels} levels > {cfg.max_feature_levels}: not tested; bucket the feature or raise "
                            f"max_feature_levels"))
             continue
-        table = g.pivot_table(index="value", columns="ad_id", values="n", aggfunc="sum", fill_value=0)
-        st = chi2_cramers_v(table.to_numpy())
         detail = (f"Cramer's V={st['v_bc']:.4f} (bias-corrected; raw {st['v']:.4f}), chi2={st['chi2']:.1f}, "
                   f"dof={st['dof']}, p={st['p_value']:.3g}, n={st['n']:.0f}")
         if st["r"] < 2:
@@ -492,12 +500,11 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
                            f"{detail}: no material dependence of the logged ad on {feat}"))
     # time / history dependence: day x ad, shown only
     days = slot.groupby(["logging_policy", "position"])["dt"].nunique()
+    days = days[days >= 2]
+    time_stats = sparse_chi2(slot[slot.set_index(["logging_policy", "position"]).index.isin(days.index)],
+                             ["logging_policy", "position"], "dt", "ad_id").to_dict("index") if len(days) else {}
     for (policy, pos), nd in days.items():
-        if nd < 2:
-            continue
-        g = slot[(slot["logging_policy"] == policy) & (slot["position"] == pos)]
-        table = g.pivot_table(index="dt", columns="ad_id", values="n", aggfunc="sum", fill_value=0)
-        st = chi2_cramers_v(table.to_numpy())
+        st = time_stats[(policy, pos)]
         out.append(row("a.time_dependence", f"policy={policy} position={pos}", st["v_bc"], None, PASS,
                        f"Cramer's V of day x logged ad = {st['v_bc']:.4f} over {nd} days: dependence on time or "
                        f"history is allowed (seed 001 Theorem 3); shown for information"))
@@ -509,6 +516,13 @@ def _partitioning_features(ctx: pd.DataFrame) -> dict:
     OBD's campaign: ad ids are per campaign). They define eligible sets, not exploration; the stratum of an ad is
     its value of the first such feature (by name). Only when ads have >= 20 impressions on average."""
     out = {}
+    if not len(ctx):
+        return out
+    per_feature = ctx.groupby(["logging_policy", "position", "feature"], sort=False)["n"].sum()
+    n_pos = per_feature.groupby(level=[0, 1]).max()
+    n_ads = ctx.groupby(["logging_policy", "position"], sort=False)["ad_id"].nunique()
+    dense = set(n_pos.index[(n_pos >= 20 * n_ads.reindex(n_pos.index)).to_numpy()])
+    ctx = ctx[ctx.set_index(["logging_policy", "position"]).index.isin(dense)] if dense else ctx.iloc[:0]
     for (policy, pos), g in ctx.groupby(["logging_policy", "position"], sort=True):
         # a sparse table (ads seen a handful of times) looks like a partition by chance: require >= 20
         # impressions per ad on average before calling a feature an eligibility partition
@@ -584,7 +598,10 @@ def check_c(mass: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     out = []
     for policy, g in mass.groupby("policy_id"):
         total = float(g["mass"].sum())
-        unsup = g["n"].isna() | ~(g["max_p"].fillna(0) > 0)
+        # a pair is supported when it was shown; a logged propensity of 0 says it could not have been. Pairs
+        # shown with no logged propensity (propensity-free logs) are shown, hence supported: the IPS/PI family
+        # says "needs propensities" itself (estimate.slate_rows), and scavenging/factored need none
+        unsup = g["n"].isna() | ~(g["n"].fillna(0) > 0) | (g["max_p"].notna() & ~(g["max_p"] > 0))
         share = float(g.loc[unsup, "mass"].sum()) / total if total > 0 else 0.0
         worst_pairs = (g.loc[unsup].sort_values("mass", ascending=False).head(3)
                         .apply(lambda r: f"({r['position']}, {r['ad_id']})", axis=1).tolist())
@@ -599,9 +616,11 @@ def check_c(mass: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
 
 def check_d(strata: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     """Factorized logging: per (policy, j, k) pooled within-context dependence and the collision test."""
+    from .vector import dependence_table
+
     out = []
-    for (policy, j, k), g in strata.groupby(["logging_policy", "j", "k"], sort=True):
-        st = stratified_dependence(g)
+    table = dependence_table(strata, ["logging_policy", "j", "k"]).to_dict("index")
+    for (policy, j, k), st in table.items():
         scope = f"policy={policy} slots={j},{k}"
         if st["n"] < cfg.min_table_n:
             verdict = WARN
@@ -666,12 +685,26 @@ def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, sco
     dependent = set(varying_share[varying_share > cfg.calib_max_varying].index)
     tested = cells["testable"] & ~cells["logging_policy"].isin(dependent)
     significant, family = _calibration_cut(cfg, int(tested.sum()), "cells")
-    for (policy, pos), g in cells.groupby(["logging_policy", "position"], sort=True):
+    # per (policy, position) at once: the rows of groups with nothing to test are written from these counts, so
+    # only groups holding a testable cell (at least 5 expected impressions each) get the per-group work below
+    keys = ["logging_policy", "position"]
+    counts = cells.assign(_varying=~cells["constant"]).groupby(keys, sort=True).agg(
+        cells_n=("constant", "size"), varying=("_varying", "sum"), testable=("testable", "sum"))
+    rows_of = cells.groupby(keys, sort=True).indices if len(cells) else {}
+    for (policy, pos), c in counts.iterrows():
         scope = f"policy={policy} position={pos}"
         where = _where(policy)
-        sum_p = g[g["constant"]].groupby(["dt", "stratum"] if strat else ["dt"])["p"].sum()
-        t = g[g["testable"]]
-        varying = int((~g["constant"]).sum())
+        varying = int(c["varying"])
+        if policy not in dependent and not c["testable"]:
+            out.append(row("e.calibration", scope, None, cfg.calib_tol, WARN,
+                           f"no testable cell{where}: {varying} of {int(c['cells_n'])} (day, ad) cells have a "
+                           f"propensity that varies (logging is not input-independent) or too few expected "
+                           f"impressions"))
+            continue
+        g = cells.iloc[rows_of[(policy, pos)]] if policy not in dependent else None
+        sum_p = g[g["constant"]].groupby(["dt", "stratum"] if strat else ["dt"])["p"].sum() if g is not None \
+            else None
+        t = g[g["testable"]] if g is not None else None
         if policy in dependent:
             share = float(varying_share[policy])
             out.append(row("e.calibration", scope, share, cfg.calib_max_varying, WARN,
@@ -717,6 +750,7 @@ def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, sco
     window = window_calibration(cells, cfg.min_expected)
     tested = window["testable"] & ~window["logging_policy"].isin(dependent)
     significant, family = _calibration_cut(cfg, int(tested.sum()), "ads")
+    window = window[window["logging_policy"].isin(set(window.loc[tested, "logging_policy"]))]   # the rest: skipped
     for policy, g in window.groupby("logging_policy", sort=True):
         scope = f"policy={policy}"
         where = _where(policy)

@@ -133,7 +133,11 @@ class GERunner:
         actions = [gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=[SITE])] if self.docs_dir else []
         cp = self.ctx.checkpoints.add(gx.Checkpoint(name=suite_name, validation_definitions=[vd],
                                                     actions=actions, result_format="SUMMARY"))
-        res = cp.run(batch_parameters={"dataframe": frame}, expectation_parameters=parameters or {})
+        from .ge_safe import safe_frame
+
+        # Data Docs show unexpected values as raw HTML: give GE only values that are inert there (ge_safe.py)
+        res = cp.run(batch_parameters={"dataframe": safe_frame(frame, expectations)},
+                     expectation_parameters=parameters or {})
         rows = []
         for vr in res.run_results.values():
             for r in vr.results:

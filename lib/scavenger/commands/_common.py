@@ -163,7 +163,7 @@ def check_catalog(args, ctx, engine) -> None:
 def write_results(args, ctx, tables: dict, window_end) -> dict:
     """Result tables (pandas) under --out (name/part-0.parquet; by-day tables partitioned by dt) and, with
     --catalog, as catalog tables <db>.<name> (the window's tables under dt = its last day)."""
-    from ..io import catalog, fs, outputs
+    from ..io import catalog, fs, manifest, outputs
 
     written = {}
     for name, frame in tables.items():
@@ -180,6 +180,8 @@ def write_results(args, ctx, tables: dict, window_end) -> dict:
             table = f"{args.catalog}.{name}"
             catalog.write(ctx.engine_open.spark, extra, table, None if "dt" in frame.columns else window_end)
             written[f"{name}_table"] = table
+            manifest.record(f"{name}_table", table, "catalog", rows=len(frame),
+                            days=set(frame["dt"]) if "dt" in frame.columns else [window_end])
     return written
 
 

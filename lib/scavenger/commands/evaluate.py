@@ -72,6 +72,7 @@ def run(args, ctx, prepared):
     inputs, gate, options = prepared
     engine = ctx.engine(inputs)
     config = StatsConfig(rules=gate.rules, max_policies=args.max_policies,
+                         policies=tuple(inputs.policies) if inputs.policies else None,
                          calibration_key=_calibration_key(gate))
     with ctx.result.timed("evaluate"):
         ev = evaluate(engine, inputs, options, gate, config, args.stats_dir, C.quarantine_dir(args),

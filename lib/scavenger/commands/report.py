@@ -27,6 +27,18 @@ def add_arguments(parser):
                              "evaluate dataset and validate of that dt, and the trend from {root}/evaluate")
     parser.add_argument("--dt", default=None, help="the run date to show with --root (YYYY-MM-DD)")
     parser.add_argument("--title", default="scavenger evaluation report", help="page title")
+    parser.add_argument("--engine", default="auto", choices=("auto", "duckdb", "spark"),
+                        help="local tables are read without Spark whatever the engine; catalog tables and remote "
+                             "URIs need Spark: auto and spark start it for them, duckdb refuses them (exit 2)")
+
+
+def _spark(args, ctx):
+    """The job's SparkSession, for inputs only Spark reads (catalog tables, remote URIs); none with --engine duckdb
+    (the Airflow DAGs' engine duckdb passes it to every job)."""
+    if args.engine == "duckdb":
+        raise UsageError("report --engine duckdb reads local tables only; a catalog table or remote URI needs "
+                         "--engine spark (or auto)")
+    return ctx.spark
 
 
 def run(args, ctx):
@@ -42,9 +54,12 @@ def run(args, ctx):
     with result.timed("read"):
         inputs = load_inputs(adc=args.adc, estimates=args.estimates, diagnostics=args.diagnostics,
                              validation=args.validation, history=args.history, ground_truth=args.ground_truth,
-                             root=args.root, dt=args.dt, spark_factory=lambda: ctx.spark)
+                             root=args.root, dt=args.dt, spark_factory=lambda: _spark(args, ctx))
     with result.timed("render"):
         path = write_report(inputs, args.out, args.title)
+    from ..io import manifest
+
+    manifest.record_file("report", str(path))
     result.outputs = {"report": os.path.abspath(path)}
     result.counts = {
         "adc_rows": 0 if inputs.adc is None else len(inputs.adc),

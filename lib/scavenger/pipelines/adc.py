@@ -10,7 +10,7 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed
-from .common import GateConfig, Inputs, Window, run_window
+from .common import GateConfig, Inputs, Window, require_clean_rows, run_window
 
 
 @dataclass
@@ -18,7 +18,7 @@ class AdcOptions:
     methods: tuple = ("naive", "uniform", "heuristic", "variance_optimal")
     level: float = 0.95
     dcg_base: float = 2.0
-    smoothing: float = 1.0
+    smoothing: float = 10.0                  # pseudo-impressions of the cross-fitted variance_optimal weights
     bootstrap: int = 0
     seed: int = 0
     by_day: bool = False
@@ -45,6 +45,7 @@ def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=Non
     config = StatsConfig(bootstrap=options.bootstrap, seed=options.seed, rules=gate.rules)
     plan = ScanPlan(slate_actions=False, context_cells="a" in checks, pair_strata=False)
     window = run_window(engine, inputs, checks, plan, gate, config, store, quarantine_dir, run_id, batch_days)
+    require_clean_rows(window, "ADC")
     failed = [c for c in checks if window.check_verdicts.get(c) == A.FAIL]
     if failed and gate.enforce:
         msgs = [r["message"] for r in window.verdicts if r["verdict"] == A.FAIL]

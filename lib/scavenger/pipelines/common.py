@@ -99,6 +99,8 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
         raise DataCheckFailed(f"no log partitions in the window {inputs.date_from or '-'}..{inputs.date_to or '-'} "
                               f"of {inputs.logs.name}")
     key = {"policies": sorted(inputs.policies) if inputs.policies else None, "extra": decisions_key}
+    if gate.mode != "off":
+        config = calibration_stats_config(config, gate.assumptions)
     stats = window_statistics(engine, inputs.logs, inputs.decisions, dates, plan, config,
                               Store(store) if store else None, quarantine_dir, run_id, key, batch_days, derived)
     counts = J.row_counts(stats)
@@ -112,6 +114,30 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
         msgs = [r["message"] for r in verdicts if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL]
         raise DataCheckFailed("; ".join(msgs), verdicts=verdicts)
     return window
+
+
+def calibration_stats_config(config: StatsConfig, assumptions: A.AssumptionConfig) -> StatsConfig:
+    """The statistics check e's calibration scope reads: ``auto[:KEY]`` needs ad_position's stratum_min/max by KEY
+    (does KEY partition the ads?), a fixed ``KEY`` the calibration_cells table by KEY; ``policy`` neither."""
+    import dataclasses
+
+    mode, key = A.parse_calibration_scope(assumptions.calibration_scope)
+    if mode == "auto":
+        return dataclasses.replace(config, calibration_key=key)
+    if mode == "fixed":
+        return dataclasses.replace(config, fixed_calibration_key=key)
+    return config
+
+
+def require_clean_rows(window: Window, what: str) -> None:
+    """adc and evaluate need clean rows: a window whose every row was quarantined (even with --gate report) is a
+    failed data check (exit 3), not an estimator fed empty tables."""
+    logs = window.counts.get("logs") or {}
+    if logs.get("rows_in") and not logs.get("rows_used"):
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted((logs.get("by_reason") or {}).items(),
+                                                           key=lambda kv: -kv[1])[:5])
+        raise DataCheckFailed(f"all {logs['rows_in']} log rows of the window were quarantined ({reasons}): no "
+                              f"{what} can be estimated; see quarantine/ for the reasons", verdicts=window.verdicts)
 
 
 def failed_checks_message(window: Window, failed: list) -> str:

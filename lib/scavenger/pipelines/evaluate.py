@@ -14,7 +14,7 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError
-from .common import GateConfig, Inputs, Window, run_window
+from .common import GateConfig, Inputs, Window, require_clean_rows, run_window
 
 
 @dataclass
@@ -148,6 +148,7 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     derived, spec = derived_policies(engine, inputs, options, gate, config, store, batch_days)
     window = run_window(engine, inputs, checks, registry.plan_for(wanted, checks), gate, config, store,
                         quarantine_dir, run_id, batch_days, decisions_key=spec, derived=derived)
+    require_clean_rows(window, "policy value")
     run, notes, refused = _gate_estimators(wanted, bool(options.estimators), window, gate)
     if refused:
         msgs = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts if r["verdict"] == A.FAIL]

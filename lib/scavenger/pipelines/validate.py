@@ -39,14 +39,16 @@ def checks_to_run(estimators, checks) -> tuple[list, tuple]:
 
 
 def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store=None, quarantine_dir=None,
-             run_id: str = "adhoc", batch_days: int = 0, docs_dir: str | None = None) -> Validation:
+             run_id: str = "adhoc", batch_days: int = 0, docs_dir: str | None = None,
+             max_policies: int = 1000) -> Validation:
     from ..statistics.scan import StatsConfig
 
     configured = bool(estimators) or bool(checks)   # the user (or the deployment's config) named them
     ests, checks = checks_to_run(estimators, checks)
     plan = registry.plan_for([e for e in ests if e != "adc"], checks)
-    window = run_window(engine, inputs, checks, plan, gate, StatsConfig(rules=gate.rules), store, quarantine_dir,
-                        run_id, batch_days)
+    config = StatsConfig(rules=gate.rules, max_policies=max_policies,
+                         policies=tuple(inputs.policies) if inputs.policies else None)
+    window = run_window(engine, inputs, checks, plan, gate, config, store, quarantine_dir, run_id, batch_days)
     ge_rows = []
     if gate.great_expectations:
         from ..checks.ge_window import run_window_suites

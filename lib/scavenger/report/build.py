@@ -4,7 +4,8 @@ script and no network access needed to view it).
 Sections (each a ``<section id=...>``; every number is a ``<td data-value="repr(float)">`` so a test or a script
 can read the exact values back): ``overview`` (data window, row counts, quarantine counts), ``adc``,
 ``estimates`` (forest plot per target policy, logging policy as reference line), ``diagnostics`` (PI vs PI++),
-``validation`` (verdicts, messages, link to the Data Docs), ``trend`` (estimates over the daily windows).
+``validation`` (verdicts, messages, link to the Data Docs), ``trend`` (estimates over the daily windows), ``daily``
+(each policy's one-day estimates with their intervals, from ``evaluate --by-day``'s estimates_by_day).
 """
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ import pandas as pd
 from . import figures
 from .inputs import ReportInputs
 
-SECTIONS = ("overview", "adc", "estimates", "diagnostics", "validation", "trend")
+SECTIONS = ("overview", "adc", "estimates", "daily", "diagnostics", "validation", "trend")
 TITLES = {"overview": "Data window and row counts", "adc": "Attention-decay coefficients (ADC)",
           "estimates": "Target policy estimates", "diagnostics": "PI vs PI++ diagnostics",
-          "validation": "Validation verdicts", "trend": "Trend over the daily windows"}
+          "validation": "Validation verdicts", "trend": "Trend over the daily windows",
+          "daily": "Daily estimates (each day alone)"}
 # estimators on another scale than "value per event": listed in tables, left out of forest plots and trends
 OFF_SCALE = ("reorder_lift",)
 
@@ -130,7 +132,11 @@ def flatten_counts(counts: dict, prefix: str = "", depth: int = 3) -> list[tuple
 
 # ---- HTML helpers --------------------------------------------------------------------------------------------
 def _esc(x) -> str:
-    return html.escape("" if x is None else str(x), quote=True)
+    """Every value on the page: bounded (a 10 MiB id shows its first characters and its length), control
+    characters escaped, HTML-escaped (safe.html_text)."""
+    from ..safe import html_text
+
+    return html_text("" if x is None else x)
 
 
 def _is_num(v) -> bool:
@@ -345,13 +351,32 @@ def section_trend(inp: ReportInputs) -> str:
     return "".join(parts)
 
 
+def section_daily(inp: ReportInputs) -> str:
+    """Each policy's one-day estimates with their intervals (``evaluate --by-day``: estimates_by_day)."""
+    d = inp.by_day
+    if d is None or not len(d):
+        return _missing("daily estimates", "--estimates of an evaluate run with --by-day")
+    d = d[~d["estimator"].isin(OFF_SCALE) & d["identified"].astype(bool)]
+    parts = [f'<p>{d["dt"].nunique()} days: {_esc(d["dt"].min())} .. {_esc(d["dt"].max())}; each day estimated '
+             f'from its own statistics</p>']
+    for p in dict.fromkeys(d["policy_id"]):
+        sub = d[d["policy_id"] == p].sort_values(["estimator", "interval_kind", "dt"])
+        parts.append(f'<h3 data-policy="{_esc(p)}">Policy {_esc(p)}</h3>')
+        parts.append(img(figures.daily_figure(sub, p), f"daily estimates of {p}"))
+        last = sorted(sub["dt"].astype(str).unique())[-31:]          # the table: the last 31 days
+        parts.append(html_table(sub[sub["dt"].astype(str).isin(last)], f"daily:{p}",
+                                ["dt", "estimator", "interval_kind", "value", "ci_low", "ci_high", "n_events",
+                                 "reason"]))
+    return "".join(parts)
+
+
 def render_html(inp: ReportInputs, out_dir: str | None = None, title: str = "scavenger evaluation report") -> str:
     """The whole report as one HTML string (self-contained)."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     bodies = {
         "overview": section_overview(inp), "adc": section_adc(inp), "estimates": section_estimates(inp),
         "diagnostics": section_diagnostics(inp), "validation": section_validation(inp, out_dir),
-        "trend": section_trend(inp),
+        "trend": section_trend(inp), "daily": section_daily(inp),
     }
     nav = "".join(f'<a href="#{s}">{_esc(TITLES[s])}</a>' for s in SECTIONS)
     sections = "".join(f'<section id="{s}"><h2>{_esc(TITLES[s])}</h2>{bodies[s]}</section>' for s in SECTIONS)

@@ -19,11 +19,74 @@ COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
           "#17becf"]
 
 
+# Policy ids, ad ids and estimator names come from the data: in a plot they are text, never markup (a "$" would
+# start matplotlib's mathtext, a TeX setting would hand them to LaTeX) and never a control character
+_LITERAL_RC = {"text.usetex": False, "text.parse_math": False}
+
+
+def literal_text(fig: Figure) -> Figure:
+    """Every text of ``fig`` literal: mathtext and TeX off, control characters escaped, long values cut."""
+    from matplotlib.text import Text
+
+    from ..safe import bound
+
+    for ax in fig.axes:                  # tick labels given as text are set again from the formatter at draw time
+        for axis in (ax.xaxis, ax.yaxis):
+            for fmt in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if hasattr(fmt, "seq"):                                   # FixedFormatter
+                    fmt.seq = [bound(str(x), limit=300, value_limit=80) for x in fmt.seq]
+                elif callable(getattr(fmt, "func", None)) and not getattr(fmt.func, "_literal", False):
+                    fmt.func = _bounded_func(fmt.func)                      # FuncFormatter (set_ticklabels)
+    for a in fig.findobj():              # artists' labels (legend entries are built from them)
+        label = a.get_label() if hasattr(a, "get_label") else None
+        if isinstance(label, str) and label and not label.startswith("_"):
+            safe = bound(label, limit=300, value_limit=80)
+            if safe != label:
+                a.set_label(safe)
+    for t in fig.findobj(Text):
+        t.set_usetex(False)
+        t.set_parse_math(False)
+        text = t.get_text()
+        safe = bound(text, limit=300, value_limit=80) if text else text
+        if safe != text:
+            t.set_text(safe)
+    return fig
+
+
+def _bounded_func(func):
+    from ..safe import bound
+
+    def wrapped(x, pos=None):
+        return bound(str(func(x, pos)), limit=300, value_limit=80)
+
+    wrapped._literal = True
+    return wrapped
+
+
+def _literal(fn):
+    """A figure function whose texts are literal (see :func:`literal_text`), also in the notebook."""
+    import functools
+
+    import matplotlib
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(_LITERAL_RC):
+            fig = fn(*args, **kwargs)
+        return literal_text(fig) if fig is not None else fig
+
+    return wrapper
+
+
 def to_png(fig: Figure) -> bytes:
-    """Render a Figure to PNG bytes with the Agg canvas."""
+    """Render a Figure to PNG bytes with the Agg canvas (texts literal, see :func:`literal_text`)."""
+    import matplotlib
+
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    with matplotlib.rc_context(_LITERAL_RC):
+        literal_text(fig)
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
     return buf.getvalue()
 
 
@@ -40,6 +103,7 @@ def _err(values, lows, highs):
     return np.vstack([np.clip(v - lo, 0, None), np.clip(hi - v, 0, None)])
 
 
+@_literal
 def adc_figure(adc: pd.DataFrame, interval_kind: str = "delta", true_adc=None) -> Figure | None:
     """ADC C_i by position, one series per method with its interval, the DCG reference 1/log_b(b+i-1) and, when
     known (generated logs), the true C_i."""
@@ -75,6 +139,7 @@ def adc_figure(adc: pd.DataFrame, interval_kind: str = "delta", true_adc=None) -
     return fig
 
 
+@_literal
 def forest_figure(rows: pd.DataFrame, policy_id: str, logging_value: float | None = None,
                   logging_label: str = "logging policy", true_value: float | None = None) -> Figure | None:
     """Forest plot: one row per (estimator, interval kind) with its interval; the logging policy's value as a
@@ -89,7 +154,7 @@ def forest_figure(rows: pd.DataFrame, policy_id: str, logging_value: float | Non
     y = np.arange(len(rows))[::-1]
     for i, r in rows.iterrows():
         kind = r.get("interval_kind", "clt")
-        color = {"clt": COLORS[0], "bound": COLORS[3], "bootstrap": COLORS[2]}.get(kind, COLORS[4])
+        color = {"clt": COLORS[0], "el": COLORS[1], "bound": COLORS[3], "bootstrap": COLORS[2]}.get(kind, COLORS[4])
         lo = r["ci_low"] if _finite(r["ci_low"]) else np.nan
         hi = r["ci_high"] if _finite(r["ci_high"]) else np.nan
         ax.errorbar([r["value"]], [y[i]], xerr=_err([r["value"]], [lo], [hi]), fmt="o", capsize=3, color=color)
@@ -125,6 +190,7 @@ def forest_figure(rows: pd.DataFrame, policy_id: str, logging_value: float | Non
     return fig
 
 
+@_literal
 def alpha_figure(alpha: pd.DataFrame) -> Figure | None:
     """alpha_k = E[Y_k^2] - 1 per slot, one group of bars per policy (seed 002: PI++'s weights use them)."""
     if alpha is None or not len(alpha):
@@ -147,6 +213,7 @@ def alpha_figure(alpha: pd.DataFrame) -> Figure | None:
     return fig
 
 
+@_literal
 def variance_reduction_figure(table: pd.DataFrame) -> Figure | None:
     """Predicted (P'(2 Pbar - P') K (M - H)) vs realized (n (SE_PI^2 - SE_PI++^2)) variance reduction."""
     if table is None or not len(table):
@@ -167,6 +234,7 @@ def variance_reduction_figure(table: pd.DataFrame) -> Figure | None:
     return fig
 
 
+@_literal
 def trend_figure(history: pd.DataFrame, policy_id: str) -> Figure | None:
     """A policy's estimates over the daily runs: value and interval band per estimator (x = run dt)."""
     if history is None or not len(history):
@@ -199,3 +267,35 @@ def trend_figure(history: pd.DataFrame, policy_id: str) -> Figure | None:
 
 
 __all__ = ["to_png", "adc_figure", "forest_figure", "alpha_figure", "variance_reduction_figure", "trend_figure"]
+
+
+@_literal
+def daily_figure(by_day: pd.DataFrame, policy_id: str) -> Figure | None:
+    """A policy's one-day estimates (``evaluate --by-day``): per estimator its value by day and the band of its
+    interval where the day has one (Theorem 3/4 bounds left to the table); the y range holds 96% of the points."""
+    if by_day is None or not len(by_day):
+        return None
+    sub = by_day[(by_day["policy_id"] == policy_id) & (by_day["interval_kind"] != "bound")]
+    if not len(sub):
+        return None
+    fig = Figure(figsize=(7.5, 3.8))
+    ax = fig.add_subplot(1, 1, 1)
+    for j, (est, g) in enumerate(sub.groupby("estimator", sort=True)):
+        g = g.sort_values("dt")
+        x = pd.to_datetime(g["dt"].astype(str))
+        color = COLORS[j % len(COLORS)]
+        ax.plot(x, g["value"].astype(float), marker=".", color=color, label=est)
+        ax.fill_between(x, g["ci_low"].astype(float), g["ci_high"].astype(float), color=color, alpha=0.12)
+    pts = np.concatenate([sub[c].astype(float).to_numpy() for c in ("value", "ci_low", "ci_high")])
+    pts = pts[np.isfinite(pts)]
+    if pts.size:
+        lo, hi = np.quantile(pts, [0.02, 0.98])
+        pad = 0.1 * (hi - lo) if hi > lo else 0.1
+        ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlabel("day (each estimated from that day's statistics alone)")
+    ax.set_ylabel("estimated value per event")
+    ax.set_title(f"Policy {policy_id}: daily estimates and their intervals")
+    ax.grid(True, alpha=0.3)
+    fig.autofmt_xdate()
+    ax.legend(fontsize=7, loc="best", ncol=2)
+    return fig

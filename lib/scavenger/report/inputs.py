@@ -38,6 +38,7 @@ class ReportInputs:
     diagnostics: pd.DataFrame | None = None
     validation: pd.DataFrame | None = None
     history: pd.DataFrame | None = None            # estimates + column ``run_dt`` (one row set per daily run)
+    by_day: pd.DataFrame | None = None             # estimates_by_day of the evaluate runs (column ``dt``)
     ground_truth: dict | None = None
     results: dict = field(default_factory=dict)    # job name -> result.json dict
     quarantine: pd.DataFrame | None = None         # table, dt, rows
@@ -93,11 +94,27 @@ def read_result(job_dir: str | None) -> dict | None:
     f = _local(job_dir) / "result.json"
     if not f.exists():
         return None
+    _check_complete(job_dir)
     try:
         with open(f) as fh:
             return json.load(fh)
     except (OSError, ValueError):
         return None
+
+
+def _check_complete(job_dir: str) -> None:
+    """A job directory with a run manifest must hold one complete run (io/manifest.py): a set that a killed or
+    still-running job left mixed is refused (exit 3) instead of reported. Directories without a manifest (older
+    versions, tables written by hand) are read as they are."""
+    from ..errors import DataCheckFailed
+    from ..io import manifest
+
+    if manifest.read(str(_local(job_dir))) is None:
+        return
+    problems = manifest.verify(str(_local(job_dir)))
+    if problems:
+        raise DataCheckFailed(f"{job_dir} is not one complete run ({len(problems)} problem(s)): "
+                              + "; ".join(problems[:3]))
 
 
 def quarantine_counts(quarantine_dir: str | Path) -> pd.DataFrame:
@@ -163,6 +180,22 @@ def read_history(root: str | Path, spark_factory: Callable | None = None) -> pd.
     return pd.concat(frames, ignore_index=True)
 
 
+def read_by_day(path: str | os.PathLike, spark_factory: Callable | None = None) -> pd.DataFrame | None:
+    """A ``*_by_day`` table: its dt=DAY partitions, each read alone (a column that is null all day has no type
+    there, so the partitions do not share one schema), with column ``dt``."""
+    p = _local(str(path))
+    frames = [read_table(d, spark_factory).assign(dt=d.name.split("=", 1)[1]) for d in sorted(p.glob("dt=*"))
+              if d.is_dir()]
+    frames = [f.astype({c: object for c in f.columns if f[c].isna().all()}) for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def _by_day_beside(est_paths: list, spark_factory: Callable | None) -> pd.DataFrame | None:
+    """The estimates_by_day tables beside the evaluate runs read (``evaluate --by-day`` writes them)."""
+    return _concat([read_by_day(Path(job) / "estimates_by_day", spark_factory) for _, job in est_paths
+                    if job is not None and not _is_remote(job) and (Path(job) / "estimates_by_day").is_dir()])
+
+
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
     frames = [f for f in frames if f is not None]
     return pd.concat(frames, ignore_index=True) if frames else None
@@ -218,7 +251,7 @@ def load_inputs(adc: str | None = None, estimates: str | None = None, diagnostic
                 inp.results["evaluate" if len(est_paths) == 1 else f"evaluate[{Path(job).parent.name}]"] = res
             if not diagnostics and (Path(job) / "diagnostics").exists():
                 diag_paths.append(str(Path(job) / "diagnostics"))
-    inp.estimates = _concat(est_frames)
+    inp.estimates, inp.by_day = _concat(est_frames), _by_day_beside(est_paths, spark_factory)
     inp.diagnostics = _concat([read_table(p, spark_factory) for p in diag_paths])
     if diag_paths:
         inp.sources["diagnostics"] = diag_paths

@@ -41,10 +41,14 @@ class StatsConfig:
     fixed_calibration_key: str | None = None  # check e with a scope the user fixed: calibration_cells by it
     rules: RuleConfig = field(default_factory=RuleConfig)
     max_policies: int = 1000             # more target policies than this: exit 2 naming --policies
+    policies: tuple | None = None        # read only these target policies (--policies): the decisions' key says so,
+                                         # so they are left out of the logs' fingerprint (to_dict)
     version: int = STATS_VERSION
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("policies", None)
+        return d
 
 
 @dataclass
@@ -93,8 +97,8 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
         engine.materialize("scv_prior_hits", L.prior_hits())
     engine.view("scv_events", L.events_view(cfg, bool(prior_ids)))
     log_counts = engine.fetch(L.log_counts(cfg.max_slots), "log_counts")
-    K = int(config.n_positions or pd.to_numeric(log_counts["k_max"], errors="coerce").max() or 0) \
-        if len(log_counts) else int(config.n_positions or 0)
+    k_max = pd.to_numeric(log_counts["k_max"], errors="coerce").max() if len(log_counts) else None
+    K = int(config.n_positions or (0 if k_max is None or pd.isna(k_max) else k_max))   # no clean row: K = 0
     if quarantine_dir:
         n = int(log_counts["quarantined"].sum()) if len(log_counts) else 0
         _write_quarantine(engine, L.quarantined(run_id), f"{quarantine_dir}/logs", days, n)
@@ -123,7 +127,11 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
         parts = []
         if decisions is not None:
             engine.read("scv_dec_in", decisions, load_contract(DECISIONS), days)
-            parts.append("SELECT * FROM scv_dec_in")
+            if config.policies:          # --policies: the others are never joined (nor counted against the limit)
+                engine.register_frame("scv_selected", pd.DataFrame({"policy_id": list(config.policies)}))
+                parts.append("SELECT * FROM scv_dec_in WHERE policy_id IN (SELECT policy_id FROM scv_selected)")
+            else:
+                parts.append("SELECT * FROM scv_dec_in")
         parts += [f"SELECT * FROM ({sql}) d{i}" for i, sql in enumerate(derived or [])]
         engine.view("scv_dec", " UNION ALL ".join(parts))
         policies = int(engine.fetch(D.policy_count(), "policy_count")["policies"].iloc[0] or 0)
@@ -158,6 +166,9 @@ def _keep(engine, name: str, sql: str) -> str:
 def _write_quarantine(engine, sql: str, uri: str, days, n: int) -> None:
     """Quarantined rows of these days under ``uri``/dt=*/ (a re-run replaces exactly these days), or into the
     catalog table ``uri`` = ``catalog:<db>.<table>`` (Spark), partitions of these days replaced."""
+    from ..io.manifest import record_quarantine
+
+    record_quarantine(uri, days, n)
     if uri.startswith("catalog:"):
         from ..io import catalog
 

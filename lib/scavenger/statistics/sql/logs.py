@@ -133,6 +133,11 @@ SELECT dt, event_id, logging_policy, context_id, context, fold, n_slots, slate_r
 FROM (SELECT scv_events.*, {_in_order(K) if K else "false"} AS in_order FROM scv_events WHERE clean) e"""
 
 
+def _greatest(terms: list) -> str:
+    """greatest(...) of the terms; the term itself when there is one (Spark's greatest needs two arguments)."""
+    return f"greatest({', '.join(terms)})" if len(terms) > 1 else (terms[0] if terms else "CAST(NULL AS INT)")
+
+
 def flat_columns(K: int, keys: bool = True, stratum: str = "context_id") -> str:
     """scv_flat over scv_flat_slots (see :func:`flat`): scalar columns only (every slot of a clean row is one of
     the K slot columns), so the relation the tables read is narrow. ``keys``: the slate key lkey (the direct
@@ -158,8 +163,8 @@ SELECT dt, event_id, logging_policy, context_id, fold, n_slots,
   {miss} AS miss,
   {nnull} AS n_null_reward,
   {click} AS clicked,
-  {f"concat_ws('|', {lkey})" if keys else "CAST(NULL AS STRING)"} AS lkey,
-  concat_ws(',', {held}) AS held,
-  array_sort(array_compact(array({ads}))) AS lset,
-  {f"greatest({', '.join(f'CASE WHEN s_{k} IS NOT NULL THEN {k} END' for k in ks)})"} AS k_held
+  {f"concat_ws('|', {lkey})" if keys and K else "CAST(NULL AS STRING)"} AS lkey,
+  {f"concat_ws(',', {held})" if K else "''"} AS held,
+  {f"array_sort(array_compact(array({ads})))" if K else "CAST(array() AS ARRAY<STRING>)"} AS lset,
+  {_greatest([f'CASE WHEN s_{k} IS NOT NULL THEN {k} END' for k in ks])} AS k_held
 FROM scv_flat_slots"""

@@ -1,0 +1,267 @@
+"""The run manifest ``<out>/_manifest.json``: which tables the last run of a job wrote, and whether it finished.
+
+Each table is committed at once (io/outputs.py), but a job writes several: a job killed between two of them
+(SIGKILL, a lost node) leaves a set that mixes two runs. The manifest tells a reader which set it is looking at:
+
+    start   ``_manifest.json`` = {"run_id": R, "status": "running", "complete": false, "tables": []}
+            (before any output is touched: from now on the previous run's manifest no longer vouches for the set)
+    write   every table committed by this run is recorded (name, location, kind, days, run_id, rows), and carries
+            its own mark of the run that wrote it: ``_run.json`` inside a Parquet table directory (committed with
+            the table, in the same rename), the ``run_id`` column of catalog and quarantine rows, the sha256 of a
+            file
+    end     ``_manifest.json`` rewritten last, on every ending the process sees (ok, exit 3, an error, SIGTERM or
+            SIGINT): status, exit_code, ``complete`` (true only for a run that ended normally, status ok or
+            data_check_failed) and the tables
+
+Before reading a job's outputs (README "Reading outputs"): ``_manifest.json`` says ``"complete": true``, its
+``run_id`` is the one in ``result.json``, and the table is listed; :func:`verify` checks that and each listed
+table's own mark (``scavenger.io.manifest.verify(out)`` returns the problems, an empty list when the set is
+complete and from one run).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import threading
+
+from . import fs
+
+MANIFEST = "_manifest.json"
+MARK = "_run.json"
+COMPLETE_STATUSES = ("ok", "data_check_failed")
+
+_lock = threading.Lock()
+_current: "Run | None" = None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+
+
+class Run:
+    """The manifest of the run in progress (one per process: the CLI's job)."""
+
+    def __init__(self, out: str, run_id: str, job: str):
+        self.out, self.run_id, self.job = out, run_id, job
+        self.started_at = _now()
+        self.tables: list = []
+
+    def to_dict(self, status: str, exit_code) -> dict:
+        from ..safe import bound_json
+
+        return bound_json({"run_id": self.run_id, "job": self.job, "status": status, "exit_code": exit_code,
+                           "complete": status in COMPLETE_STATUSES, "started_at": self.started_at,
+                           "finished_at": None if status == "running" else _now(), "tables": list(self.tables)})
+
+    def write(self, status: str, exit_code=None) -> str:
+        uri = fs.join(self.out, MANIFEST)
+        fs.write_json(uri, self.to_dict(status, exit_code))
+        return uri
+
+
+def begin(out: str | None, run_id: str, job: str) -> Run | None:
+    """Start the manifest of this process's run (and say "running" in ``<out>/_manifest.json``)."""
+    global _current
+    if not out:
+        return None
+    run = Run(out, run_id, job)
+    with _lock:
+        _current = run
+    try:
+        run.write("running")
+    except OSError:
+        pass                                       # --out not writable: result.json reports it
+    return run
+
+
+def _add_unrecorded(run: Run, outputs: dict) -> None:
+    known = [str(t["location"]).rstrip("/") for t in run.tables]
+    for name, loc in outputs.items():
+        if not isinstance(loc, str) or not loc:
+            continue
+        loc = loc[len("catalog:"):] if loc.startswith("catalog:") else loc
+        if any(loc.rstrip("/") == k or loc.startswith(k + "/") or k.startswith(loc.rstrip("/") + "/")
+               or k.startswith(loc.rstrip("/") + "_") for k in known):
+            continue                      # recorded (or a part of it is): the marks say more
+        run.tables.append({"name": name, "location": loc, "kind": "unmarked", "run_id": run.run_id})
+
+
+def current() -> Run | None:
+    return _current
+
+
+def finish(status: str, exit_code, outputs: dict | None = None) -> str | None:
+    """Write the manifest last (every ending) and end the run. ``outputs`` (result.json's) adds what the job
+    wrote without recording it here (e.g. generate's logs, written by Spark): kind ``unmarked``, listed with
+    this run's id, no mark of its own to verify."""
+    global _current
+    with _lock:
+        run, _current = _current, None
+    if run is None:
+        return None
+    _add_unrecorded(run, outputs or {})
+    try:
+        return run.write(status, exit_code)
+    except OSError:
+        return None
+
+
+def mark(run_id: str | None = None) -> bytes | None:
+    """The ``_run.json`` of a table directory written now (None outside a run)."""
+    import json
+
+    run = _current
+    if run is None and run_id is None:
+        return None
+    body = {"run_id": run_id or run.run_id, "job": run.job if run else None, "written_at": _now()}
+    return (json.dumps(body) + "\n").encode("utf-8")
+
+
+def record(name: str, location: str, kind: str = "parquet", days=None, rows: int | None = None,
+           run_id: str | None = None, **extra) -> None:
+    """Record a committed output of this run. ``kind``: parquet (a directory with ``_run.json``; with ``days``,
+    one ``dt=`` directory per day, each with its own), rows (engine-written partitions whose rows carry
+    ``run_id``), catalog (a catalog table, rows with ``run_id`` under the ``dt`` of ``days``), file (sha256),
+    dir (a directory written in place, ``_run.json`` written after it), shared (written by this run into a place
+    other jobs write too: listed, not verified)."""
+    run = _current
+    if run is None:
+        return
+    entry = {"name": name, "location": location, "kind": kind, "run_id": run_id or run.run_id}
+    if days is not None:
+        entry["days"] = sorted({d.isoformat() if hasattr(d, "isoformat") else str(d) for d in days})
+    if rows is not None:
+        entry["rows"] = int(rows)
+    entry.update(extra)
+    with _lock:
+        same = [t for t in run.tables if t["name"] == name and t["location"] == location]
+        if same and days is not None and same[0].get("days") is not None:   # another batch of the same table
+            entry["days"] = sorted(set(entry["days"]) | set(same[0]["days"]))
+            if rows is not None and same[0].get("rows") is not None:
+                entry["rows"] += same[0]["rows"]
+        run.tables = [t for t in run.tables if t not in same]
+        run.tables.append(entry)
+
+
+def record_quarantine(uri: str, days, rows: int | None = None) -> None:
+    """Quarantined rows of ``days`` written under ``uri`` (``<out>/quarantine/logs``, beside a statistics store, or
+    ``catalog:<db>.quarantine/logs``); their rows carry the run_id. Under ``--out`` they are this job's (kind rows,
+    verified); beside a statistics store or in the catalog they are shared by every job using the store or the
+    database, and a later job scanning the same day rightly replaces them (kind shared: listed, not verified)."""
+    run = _current
+    if uri.startswith("catalog:"):
+        table = uri[len("catalog:"):].replace("/", "_")
+        record(table.rsplit(".", 1)[-1], table, "shared", days=days, rows=rows)
+        return
+    loc = fs.normalize(uri)
+    own = run is not None and loc.startswith(fs.normalize(run.out).rstrip("/") + "/")
+    record("quarantine_" + loc.rstrip("/").rsplit("/", 1)[-1], loc, "rows" if own else "shared", days=days,
+           rows=rows)
+
+
+def record_file(name: str, path: str) -> None:
+    record(name, path, "file", sha256=_sha256(path))
+
+
+def unmark(uri: str) -> None:
+    """Before writing a directory in place: its old ``_run.json`` no longer vouches for it."""
+    target = fs.join(uri, MARK)
+    if fs.exists(target):
+        fs.delete(target)
+
+
+def stamp(name: str, uri: str) -> None:
+    """After writing a directory in place (Data Docs): its ``_run.json`` and the manifest entry."""
+    body = mark()
+    if body is None:
+        return
+    fs.write_bytes(fs.join(uri, MARK), body)
+    record(name, uri, "dir")
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    h.update(fs.read_bytes(path))
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------ readers
+def read(out: str) -> dict | None:
+    uri = fs.join(out, MANIFEST)
+    return fs.read_json(uri) if fs.exists(uri) else None
+
+
+def verify(out: str, spark=None) -> list[str]:
+    """Problems that make ``out`` not one complete set of one run (empty: safe to read every listed table).
+    Catalog tables are checked with ``spark`` (their rows' run_id under the listed days); skipped without."""
+    m = read(out)
+    if m is None:
+        return [f"{out}: no {MANIFEST} (written by a run that did not finish, or by an older version)"]
+    problems = []
+    if not m.get("complete"):
+        problems.append(f"{out}: the run {m.get('run_id')} did not finish (status {m.get('status')}, exit code "
+                        f"{m.get('exit_code')}): its tables may mix two runs")
+    res = fs.join(out, "result.json")
+    if fs.exists(res):
+        rid = fs.read_json(res).get("run_id")
+        if rid != m.get("run_id"):
+            problems.append(f"{out}: result.json is of run {rid}, the manifest of run {m.get('run_id')}: a later "
+                            f"run started and did not finish")
+    for t in m.get("tables", []):
+        problems += _check_table(t, spark)
+    return problems
+
+
+def _marks(t: dict) -> list[str]:
+    if t.get("days"):
+        return [fs.join(t["location"], f"dt={d}", MARK) for d in t["days"]]
+    return [fs.join(t["location"], MARK)]
+
+
+def _check_table(t: dict, spark) -> list[str]:
+    kind, name, rid = t.get("kind"), t.get("name"), t.get("run_id")
+    try:
+        if kind in ("parquet", "dir"):
+            out = []
+            for uri in _marks(t):
+                got = fs.read_json(uri).get("run_id") if fs.exists(uri) else None
+                if got != rid:
+                    out.append(f"{name}: {uri} names run {got}, the manifest {rid}")
+            return out
+        if kind == "file":
+            if not fs.exists(t["location"]) or _sha256(t["location"]) != t.get("sha256"):
+                return [f"{name}: {t['location']} is not the file the run {rid} wrote"]
+            return []
+        if kind == "rows":
+            return _check_rows(t)
+        if kind == "catalog" and spark is not None:
+            return _check_catalog(t, spark)
+    except Exception as exc:  # noqa: BLE001 - a location that cannot be read is a problem to report, not a crash
+        return [f"{name}: cannot check {t.get('location')}: {type(exc).__name__}"]
+    return []
+
+
+def _check_rows(t: dict) -> list[str]:
+    import pyarrow.parquet as pq
+
+    out = []
+    for d in t.get("days", []):
+        uri = fs.join(t["location"], f"dt={d}")
+        for path, _, _ in fs.data_files(uri) if fs.exists(uri) else []:
+            loc = fs.resolve(path)
+            ids = set(pq.read_table(loc.path, columns=["run_id"], filesystem=loc.fs).column(0).to_pylist())
+            if ids - {t["run_id"]}:
+                out.append(f"{t['name']}: {uri} holds rows of run(s) {sorted(map(str, ids - {t['run_id']}))}")
+                break
+    return out
+
+
+def _check_catalog(t: dict, spark) -> list[str]:
+    days = ", ".join(f"DATE '{d}'" for d in t.get("days", []))
+    if not days:
+        return []
+    if not spark.catalog.tableExists(t["location"]):
+        return [] if t.get("rows") == 0 else [f"{t['name']}: no table {t['location']}"]
+    rows = spark.sql(f"SELECT DISTINCT run_id FROM {t['location']} WHERE dt IN ({days})").collect()
+    other = sorted(str(r[0]) for r in rows if r[0] != t["run_id"])
+    return [f"{t['name']}: {t['location']} holds rows of run(s) {other}"] if other else []

@@ -1,0 +1,342 @@
+"""Hostile and huge inputs, interrupted runs (issue 28): one test per class, on small DuckDB data.
+
+1. values reaching HTML are inert: Data Docs and the report, checked in headless Chromium (title unchanged);
+2. ids in plots are text, never mathtext or TeX;
+3. bounded cost: an over-long slate is quarantined in the one pass; checks a-e cost what their tables hold, not
+   what the number of policy ids makes; more target policies than the limit is exit 2 naming --policies;
+4. bounded echo: a 1 MiB id costs a few hundred characters in messages and result.json, NUL shows as \\x00;
+5. every ending recorded: SIGTERM/SIGINT give "interrupted" + 128+signal in result.json and the manifest; a run
+   killed midway leaves a manifest that says so, and the report refuses the mixed set.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import SCAVENGER
+from reference import write_parquet
+from scavenger.cli import main
+from scavenger.io import manifest
+
+HACK = "document.title='HACKED'"
+EVIL_IMG = f"x\"><img src=x onerror=\"{HACK}\">"
+EVIL_SCRIPT = f"<script>{HACK}</script>"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+
+def build(root, days=2, per_day=300, K=3, ads=4, policies=("det",), seed=0, logging=lambda e: "uniform",
+          ad_of=lambda k, a: f"a{k}_{a}", target_ad=lambda p, k, e: f"a{k}_0"):
+    """Uniform slotted logs (calibrated: every check passes) and deterministic targets, as Parquet under root."""
+    rng = np.random.default_rng(seed)
+    logs, decs = [], []
+    for d in range(days):
+        day = dt.date(2026, 1, 1) + dt.timedelta(days=d)
+        for e in range(per_day):
+            eid = f"e{d}-{e}"
+            slots = [{"position": k, "ad_id": ad_of(k, int(rng.integers(ads))), "propensity": 1.0 / ads,
+                      "reward": float(rng.random() < 0.3)} for k in range(1, K + 1)]
+            logs.append({"event_id": eid, "event_time": dt.datetime(day.year, day.month, day.day, 12),
+                         "context_id": f"c{int(rng.integers(3))}", "context": {"f": f"v{int(rng.integers(2))}"},
+                         "logging_policy": logging(e), "slots": slots, "slate_reward": None, "dt": day})
+            for p in policies:
+                decs.append({"policy_id": p, "event_id": eid, "dt": day, "base_policy": None,
+                             "slots": [{"position": k, "ad_id": target_ad(p, k, e), "probability": 1.0}
+                                       for k in range(1, K + 1)]})
+    data = {"logs": logs, "decisions": decs}
+    write_parquet(data, str(root))
+    return data
+
+
+def _rewrite(path, fn):
+    for f in sorted(Path(path).rglob("*.parquet")):
+        pq.write_table(fn(pq.read_table(f)), f)
+
+
+def _chromium_dom(page: Path, tmp_path) -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium; CI installs it, see Makefile)")
+    profile = tempfile.mkdtemp(prefix="chromium-", dir=tmp_path)
+    out = subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert "<html" in out.stdout, out.stderr[-2000:]
+    return out.stdout
+
+
+def _title(dom: str) -> str:
+    return re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+
+
+# ---- 1. escape at every edge -------------------------------------------------------------------------------------
+def test_values_reaching_html_are_inert_in_a_browser(tmp_path):
+    """A schema field name and ids carrying markup: Data Docs show the unexpected type as text, the report every
+    id; in Chromium no script runs (the title stays as written)."""
+    data = tmp_path / "data"
+    build(data, policies=("det", EVIL_IMG), ad_of=lambda k, a: EVIL_SCRIPT if (k, a) == (1, 3) else f"a{k}_{a}")
+
+    def extra_field(t):                      # slots[] gets a field named with markup: its type is in Data Docs
+        st = t.schema.field("slots").type.value_type
+        new = pa.list_(pa.struct(list(st) + [pa.field(EVIL_IMG, pa.string())]))
+        rows = [[dict(s, **{EVIL_IMG: "v"}) for s in slots] for slots in t.column("slots").to_pylist()]
+        return t.set_column(t.schema.get_field_index("slots"), pa.field("slots", new), pa.array(rows, new))
+
+    _rewrite(data / "logs", extra_field)
+    val, ev, rep = tmp_path / "val", tmp_path / "ev", tmp_path / "rep"
+    assert main(["validate", "--logs", str(data / "logs"), "--decisions", str(data / "decisions"),
+                 "--out", str(val), "--gate", "report"]) == 0
+    pages = [p for p in (val / "data_docs").rglob("*.html") if "contract" in p.name and "validations" in str(p)]
+    assert pages, "no contract validation page in Data Docs"
+    shown = 0
+    for page in pages:
+        raw = page.read_text()
+        assert "<img src=x" not in raw and "onerror=\"document" not in raw, page
+        dom = _chromium_dom(page, tmp_path)
+        assert _title(dom) == "Data documentation compiled by Great Expectations"
+        shown += "&lt;img src=x onerror=" in dom            # the unexpected type, shown as text
+    assert shown == 1                                       # the logs' page (the decisions' schema is clean)
+    assert main(["evaluate", "--logs", str(data / "logs"), "--decisions", str(data / "decisions"),
+                 "--out", str(ev), "--gate", "report", "--estimators", "pi,ips"]) == 0
+    assert main(["report", "--out", str(rep), "--estimates", str(ev), "--validation", str(val),
+                 "--title", "hostile report"]) == 0
+    html = (rep / "report.html").read_text()
+    assert "<img src=x" not in html and "<script>" not in html
+    dom = _chromium_dom(rep / "report.html", tmp_path)
+    assert _title(dom) == "hostile report" and "HACKED" not in _title(dom)
+
+
+# ---- 2. labels are text ------------------------------------------------------------------------------------------
+def test_ids_in_plots_are_never_markup(tmp_path):
+    """`$` (mathtext), a backslash command, NUL and a 10,000-character id as a policy id: every figure renders,
+    its texts are literal (no mathtext, no TeX) and bounded, and no glyph warning is raised."""
+    import warnings
+
+    import matplotlib
+    import pandas as pd
+    from matplotlib.text import Text
+
+    from scavenger.report import figures
+
+    ids = ["price_$5_to_$10", r"$\frac{a}{$", "nul\x00id", "L" * 10_000]
+    rows = pd.DataFrame({"estimator": ["slate_pi", "slate_ips"], "value": [0.4, 0.5], "ci_low": [0.3, 0.2],
+                         "ci_high": [0.5, 0.8], "interval_kind": ["clt", "clt"]})
+    vr = pd.DataFrame({"policy_id": ids, "predicted": [1.0, 2.0, 3.0, 4.0], "realized": [1.0, 1.5, 2.0, 3.0]})
+    alpha = pd.DataFrame([{"policy_id": p, "slot": k, "value": 0.1 * k} for p in ids for k in (1, 2)])
+    with matplotlib.rc_context({"text.usetex": True}), warnings.catch_warnings():
+        warnings.simplefilter("error")                 # a missing glyph (NUL) or a mathtext error would raise
+        figs = [figures.forest_figure(rows, p) for p in ids]
+        figs += [figures.variance_reduction_figure(vr), figures.alpha_figure(alpha)]
+        pngs = [figures.to_png(f) for f in figs]
+    assert all(p.startswith(b"\x89PNG") for p in pngs)
+    texts = [t for f in figs for t in f.findobj(Text)]
+    assert all(not t.get_usetex() and not t.get_parse_math() for t in texts)
+    shown = [t.get_text() for t in texts]
+    assert "Policy price_$5_to_$10: estimates with intervals" in shown
+    assert not any("\x00" in s for s in shown) and any("nul\\x00id" in s for s in shown)
+    assert max(len(s) for s in shown) < 400
+
+
+# ---- 3. bounded cost for any row ---------------------------------------------------------------------------------
+def test_cost_is_bounded_by_the_data_not_by_its_values(tmp_path):
+    """A 100,000-slot row goes to quarantine as SLATE_TOO_LONG in the one pass (K stays 3); 1,200 logging-policy
+    ids (one per event) cost the checks seconds; more target policies than --max-policies is exit 2 with the count
+    and --policies, which then selects."""
+    from scavenger.checks import judge as J
+    from scavenger.engines import open_engine
+    from scavenger.pipelines.common import GateConfig, describe_inputs, run_window
+    from scavenger import registry
+
+    long_row = tmp_path / "long"
+    build(long_row)
+    _rewrite(long_row / "logs", lambda t: pa.Table.from_pylist(
+        [dict(r, slots=[{"position": i, "ad_id": f"z{i}", "propensity": 0.5, "reward": 0.0}
+                        for i in range(1, 100_001)]) if i == 0 else r for i, r in enumerate(t.to_pylist())],
+        schema=t.schema))
+    start = time.perf_counter()
+    assert main(["validate", "--logs", str(long_row / "logs"), "--out", str(tmp_path / "v1"),
+                 "--no-great-expectations", "--max-quarantine-share", "0.01"]) == 0
+    assert time.perf_counter() - start < 120
+    res = json.loads((tmp_path / "v1" / "result.json").read_text())
+    assert res["counts"]["logs"]["by_reason"]["SLATE_TOO_LONG"] == 2        # one row per day
+    q = pq.read_table(tmp_path / "v1" / "quarantine" / "logs").to_pylist()
+    assert all("SLATE_TOO_LONG" in r["reason_codes"] for r in q)
+    # --max-slots is the contract's maximum: 3-slot rows are too long for --max-slots 2
+    assert main(["validate", "--logs", str(long_row / "logs"), "--out", str(tmp_path / "v2"), "--max-slots", "2",
+                 "--no-great-expectations", "--gate", "report"]) == 0
+    assert json.loads((tmp_path / "v2" / "result.json").read_text())["counts"]["logs"]["by_reason"][
+        "SLATE_TOO_LONG"] == 600
+    assert main(["evaluate", "--logs", str(long_row / "logs"), "--decisions", str(long_row / "decisions"),
+                 "--out", str(tmp_path / "v3"), "--max-slots", "2", "--no-great-expectations",
+                 "--gate", "report"]) == 3                  # nothing clean to estimate: a data check, not a crash
+
+    many = tmp_path / "many"
+    build(many, per_day=600, logging=lambda e: f"lp{e}")
+    inputs = describe_inputs(str(many / "logs"), str(many / "decisions"))
+    engine = open_engine("duckdb", "test")
+    try:
+        gate = GateConfig(mode="off", great_expectations=False)
+        window = run_window(engine, inputs, (), registry.plan_for(registry.resolve(None), tuple("abcde")), gate)
+        start = time.perf_counter()
+        rows = J.assumption_rows(window.stats, tuple("abcde"), gate.assumptions, True)
+        spent = time.perf_counter() - start
+    finally:
+        engine.close()
+    assert len({r["scope"] for r in rows if r["check"] == "a.context_independence"}) == 600 * 3 * 2
+    assert spent < 45, f"checks a-e took {spent:.1f}s over 600 logging policies"
+
+    pol = tmp_path / "pol"
+    build(pol, per_day=50, policies=tuple(f"p{i}" for i in range(12)))
+    argv = ["evaluate", "--logs", str(pol / "logs"), "--decisions", str(pol / "decisions"), "--estimators", "pi",
+            "--max-policies", "5", "--no-great-expectations", "--gate", "report"]
+    out = subprocess.run([str(SCAVENGER), *argv, "--out", str(tmp_path / "e1")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "12 target policies" in out.stderr and "--policies" in out.stderr
+    assert main(argv + ["--policies", "p3,p7", "--out", str(tmp_path / "e2")]) == 0
+    est = pq.read_table(tmp_path / "e2" / "estimates").to_pandas()
+    assert sorted(est["policy_id"].unique()) == ["p3", "p7"]
+
+
+def test_vectorized_checks_equal_the_per_group_tests():
+    """The group-by forms of checks a and d (checks/vector.py) give the numbers of the one-group functions."""
+    import pandas as pd
+
+    from scavenger.checks import assumptions as A
+    from scavenger.checks.vector import dependence_table, sparse_chi2
+
+    rng = np.random.default_rng(3)
+    cells = pd.DataFrame([(f"p{g % 3}", g, f"v{rng.integers(1 + g % 4)}", f"a{rng.integers(1 + g % 7)}",
+                           int(rng.integers(1, 5))) for g in range(40) for _ in range(int(rng.integers(1, 150)))],
+                         columns=["policy", "pos", "value", "ad_id", "n"])
+    got = sparse_chi2(cells, ["policy", "pos"], "value", "ad_id")
+    for key, g in cells.groupby(["policy", "pos"]):
+        ref = A.chi2_cramers_v(g.pivot_table(index="value", columns="ad_id", values="n", aggfunc="sum",
+                                             fill_value=0).to_numpy())
+        for k in ("n", "r", "c", "chi2", "dof", "p_value", "v", "v_bc"):
+            assert got.loc[key, k] == pytest.approx(ref[k], rel=1e-9, abs=1e-12), (key, k)
+    strata = pd.DataFrame({"logging_policy": [f"p{i % 4}" for i in range(200)], "stratum": [f"s{i % 7}" for i in
+                           range(200)], "j": 1, "k": [2 + i % 2 for i in range(200)],
+                           "n": rng.integers(1, 100, 200), "r": rng.integers(1, 6, 200),
+                           "c": rng.integers(1, 6, 200), "s": rng.uniform(0.5, 2, 200),
+                           "o_diag": rng.integers(0, 10, 200), "e_diag": rng.uniform(0, 10, 200)})
+    table = dependence_table(strata, ["logging_policy", "j", "k"])
+    for key, g in strata.groupby(["logging_policy", "j", "k"]):
+        for k, v in A.stratified_dependence(g).items():
+            assert table.loc[key, k] == pytest.approx(v, rel=1e-9, abs=1e-12, nan_ok=True), (key, k)
+
+
+# ---- 4. bounded echo ---------------------------------------------------------------------------------------------
+def test_echo_is_bounded_and_control_characters_escaped(tmp_path, capsys):
+    """A 1 MiB ad id in a failing check's message, NUL and ESC in ids: stderr, stdout, result.json and report.html
+    hold a few hundred characters of the id with its length, and \\x00 instead of NUL."""
+    big = "B" * (1 << 20)
+    data = tmp_path / "data"
+    build(data, policies=("det", "pol\x00icy\x1b[31m"),
+          target_ad=lambda p, k, e: big if (p != "det" and k == 1 and e < 40) else f"a{k}_0")
+    out = tmp_path / "val"
+    code = main(["validate", "--logs", str(data / "logs"), "--decisions", str(data / "decisions"), "--checks", "c",
+                 "--out", str(out), "--no-great-expectations"])
+    captured = capsys.readouterr()
+    assert code == 3
+    assert f"[cut: {1 << 20}" in captured.err and len(captured.err) < 20_000
+    raw = (out / "result.json").read_bytes()
+    assert len(raw) < 100_000 and b"\x00" not in raw and b"\x1b" not in raw and b"pol\\\\x00icy" in raw
+    assert main(["evaluate", "--logs", str(data / "logs"), "--decisions", str(data / "decisions"), "--estimators",
+                 "ips", "--gate", "off", "--out", str(tmp_path / "ev")]) == 0
+    assert main(["report", "--out", str(tmp_path / "rep"), "--estimates", str(tmp_path / "ev")]) == 0
+    captured = capsys.readouterr()
+    for text in (captured.out, captured.err):
+        assert "\x00" not in text and "\x1b" not in text
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "\x00" not in page and "\x1b" not in page and "pol\\x00icy\\x1b[31m" in page
+
+
+# ---- 5. every ending recorded ------------------------------------------------------------------------------------
+def _start(argv, out: Path, run_id: str):
+    p = subprocess.Popen([str(SCAVENGER), *argv, "--out", str(out), "--run-id", run_id], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:             # wait until the job has said "running" (its work has begun)
+        try:
+            if json.loads((out / manifest.MANIFEST).read_text()).get("run_id") == run_id:
+                return p
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    p.kill()
+    raise AssertionError("the job never wrote result.json")
+
+
+def test_every_ending_is_recorded(tmp_path):
+    """SIGTERM and SIGINT: exit 128 + signal, "interrupted" with that code in result.json and the manifest.
+    SIGKILL midway: the manifest says the run did not finish, verify() says so, the report refuses the set."""
+    data = tmp_path / "data"
+    build(data)
+    argv = ["validate", "--logs", str(data / "logs"), "--decisions", str(data / "decisions")]
+    out = tmp_path / "out"
+    assert main(argv + ["--out", str(out), "--run-id", "A"]) == 0
+    m = manifest.read(str(out))
+    assert m["complete"] and m["run_id"] == "A" and manifest.verify(str(out)) == []
+    names = {t["name"] for t in m["tables"]}
+    assert {"validation", "data_docs", "quarantine_logs", "quarantine_decisions"} <= names
+    assert json.loads((out / "validation" / "_run.json").read_text())["run_id"] == "A"
+
+    for sig, run in ((signal.SIGTERM, "B"), (signal.SIGINT, "C")):
+        p = _start(argv, out, run)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 128 + sig, err
+        res = json.loads((out / "result.json").read_text())
+        assert (res["run_id"], res["status"], res["exit_code"]) == (run, "interrupted", 128 + sig)
+        m = manifest.read(str(out))
+        assert (m["run_id"], m["status"], m["exit_code"], m["complete"]) == (run, "interrupted", 128 + sig, False)
+        assert manifest.verify(str(out))
+
+    p = _start(argv, out, "D")
+    p.kill()
+    p.communicate(timeout=60)
+    m = manifest.read(str(out))
+    assert (m["run_id"], m["status"], m["complete"]) == ("D", "running", False)
+    problems = manifest.verify(str(out))
+    assert any("did not finish" in x for x in problems)
+    assert main(["report", "--out", str(tmp_path / "rep"), "--validation", str(out)]) == 3
+
+    assert main(argv + ["--out", str(out), "--run-id", "E"]) == 0 and manifest.verify(str(out)) == []
+    other = tmp_path / "other"                   # a table of another run swapped in: the set is mixed
+    assert main(argv + ["--out", str(other), "--run-id", "F", "--no-great-expectations"]) == 0
+    shutil.rmtree(out / "validation")
+    shutil.copytree(other / "validation", out / "validation")
+    assert any("validation" in x and "F" in x for x in manifest.verify(str(out)))
+
+
+@pytest.mark.slow
+def test_manifest_covers_catalog_tables(spark, tmp_path):
+    """--catalog DB: the manifest lists each catalog table with the dt partitions the run replaced; verify() checks
+    their rows' run_id, so a later run replacing those partitions makes the first run's set visibly mixed."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS scv_hostile")
+    data = tmp_path / "data"
+    build(data, per_day=120)
+    argv = ["evaluate", "--logs", str(data / "logs"), "--decisions", str(data / "decisions"), "--estimators", "pi",
+            "--catalog", "scv_hostile", "--no-great-expectations", "--gate", "report", "--by-day"]
+    assert main(argv + ["--out", str(tmp_path / "a"), "--run-id", "A"]) == 0
+    tables = {t["name"]: t for t in manifest.read(str(tmp_path / "a"))["tables"]}
+    assert tables["estimates_table"]["location"] == "scv_hostile.estimates"
+    assert tables["estimates_table"]["kind"] == "catalog" and tables["estimates_table"]["days"] == ["2026-01-02"]
+    assert tables["estimates_by_day_table"]["days"] == ["2026-01-01", "2026-01-02"]
+    assert tables["quarantine_logs"]["kind"] == "shared"      # every job with --catalog DB writes it
+    assert manifest.verify(str(tmp_path / "a"), spark=spark) == []
+    assert main(argv + ["--out", str(tmp_path / "b"), "--run-id", "B"]) == 0
+    assert manifest.verify(str(tmp_path / "b"), spark=spark) == []
+    problems = manifest.verify(str(tmp_path / "a"), spark=spark)    # A's partitions now hold B's rows
+    assert any("scv_hostile.estimates" in p and "B" in p for p in problems)
