@@ -48,7 +48,8 @@ def _row_level(data, by_fold=False):
 
 
 def _ref_estimates(data, K, smoothing=1.0):
-    """Row-level reference of every method (formulas of MATH.md) with its delta-method variance. variance_optimal
+    """Row-level reference of every method (formulas of MATH.md) with its delta-method variance (alpha methods: the
+    smoothed click variance s2 of each cell over its impressions; naive: the pooled plug-in). variance_optimal
     is cross-fitted (estimators/adc.py): a cell is (fold, ad), its alpha uses the cell's impressions and the other
     fold's smoothed click variances s2, each fold's s2 shrunk toward that fold's pooled means."""
     ads = sorted({a for a, _ in _row_level(data)[0]})
@@ -57,13 +58,6 @@ def _ref_estimates(data, K, smoothing=1.0):
     def pools(M, Cc, C2, keys):
         return {j: (sum(M[(*k, j)] for k in keys), sum(Cc[(*k, j)] for k in keys), sum(C2[(*k, j)] for k in keys))
                 for j in range(1, K + 1)}
-
-    def var_ctr(M, Cc, C2, key):
-        m = M[key]
-        if m == 0:
-            return 0.0
-        p = Cc[key] / m
-        return max(C2[key] / m - p * p, 0) / m
 
     def s2(M, Cc, C2, pool, key, j):
         mt, ct, qt = pool[j]
@@ -102,8 +96,10 @@ def _ref_estimates(data, K, smoothing=1.0):
                                             + m1_c * s2(Mf, Cf, C2f, fpool[g], (g, a), i))
                 N += al * Cx[(*c, i)] / mi_c
                 D += al * Cx[(*c, 1)] / m1_c
-                VN += al * al * var_ctr(Mx, Cx, C2x, (*c, i))
-                VD += al * al * var_ctr(Mx, Cx, C2x, (*c, 1))
+                # Var CTR(cell, j) = s2(cell, j) / M(cell, j), s2 smoothed toward the position's pooled rate (the
+                # pool of every cell, folds included, is the window's): the plug-in is 0 for a cell without a click
+                VN += al * al * s2(Mx, Cx, C2x, pool, c, i) / mi_c
+                VD += al * al * s2(Mx, Cx, C2x, pool, c, 1) / m1_c
             R = N / D
             out[(method, i)] = (R, (VN + R * R * VD) / (D * D))
     return out

@@ -236,7 +236,7 @@ def test_daily_plan_argv_for_one_dt():
                                                      "--out", "/srv/out/validate/dt=2026-03-10", *rid]}
     assert plan["adc"]["application_args"] == [
         "--logs", "wh.logs", "--from", "2026-03-04", "--to", "2026-03-10", "--stats-dir",
-        "/srv/out/stats-store/logs", "--out", "/srv/out/adc/dt=2026-03-10", *rid]
+        "/srv/out/stats-store/logs", "--by-day", "--out", "/srv/out/adc/dt=2026-03-10", *rid]
     assert [s["application_args"][-6:-2] for s in plan["stats"]] == [
         ["--stats-dir", "/srv/out/stats-store/datasets/main", "--out", "/srv/out/stats/main/dt=2026-03-10"],
         ["--stats-dir", "/srv/out/stats-store/datasets/alt", "--out", "/srv/out/stats/alt/dt=2026-03-10"]]

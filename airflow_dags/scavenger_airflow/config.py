@@ -341,7 +341,7 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
                                             *validate_flags(cfg["validate"]), "--stats-dir", store["logs"],
                                             "--out", out_dir(cfg, "validate", ds), *rid], python),
         "adc": _step(cfg, "adc", ["--logs", logs, "--from", frm, "--to", to, "--stats-dir", store["logs"],
-                                  "--out", out_dir(cfg, "adc", ds), *rid], python),
+                                  "--by-day", "--out", out_dir(cfg, "adc", ds), *rid], python),
     }
     stats_cmd = cfg["stats_command"]
     if stats_cmd == "auto":

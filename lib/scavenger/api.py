@@ -119,7 +119,7 @@ def _spark_of(eng):
 
 
 def adc(logs, *, methods: Sequence[str] | None = None, level: float = 0.95, dcg_base: float = 2.0,
-        smoothing: float = 1.0, bootstrap: int = 0, seed: int = 0, date_from=None, date_to=None,
+        smoothing: float = 10.0, bootstrap: int = 0, seed: int = 0, date_from=None, date_to=None,
         gate: str = "enforce", engine: str = "auto", stats_dir: str | None = None, by_day: bool = False,
         **gate_config) -> AdcResult:
     """Attention-decay coefficients C_i (seed 001 section 4.3): naive Est(i) = [sum_a C(a,i)/sum_a M(a,i)] /
@@ -144,7 +144,7 @@ def adc(logs, *, methods: Sequence[str] | None = None, level: float = 0.95, dcg_
 
 
 def evaluate(logs, decisions=None, *, estimators: Sequence[str] | None = None, adc: str = "estimate",
-             adc_method: str = "variance_optimal", delta: float = 0.05, level: float = 0.95,
+             adc_method: str = "heuristic", delta: float = 0.05, level: float = 0.95,
              uniform_logging: bool = False, prior_mean: float | None = None, n_ads: int | None = None,
              policies: Sequence[str] | None = None, reorder: Sequence[str] = (), date_from=None, date_to=None,
              gate: str = "enforce", engine: str = "auto", stats_dir: str | None = None, by_day: bool = False,

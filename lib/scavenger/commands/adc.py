@@ -18,8 +18,10 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument("--dcg-base", type=float, default=2.0, help="b of the DCG reference 1/log_b(b+i-1)")
     parser.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals")
-    parser.add_argument("--smoothing", type=float, default=1.0,
-                        help="pseudo-impressions shrinking s2(a,i) of the variance-optimal alpha")
+    parser.add_argument("--smoothing", type=float, default=10.0,
+                        help="pseudo-impressions shrinking the click variances s2(a,i) toward the position's pooled "
+                             "rate: in the (cross-fitted) variance-optimal alpha and in every delta interval "
+                             "(default 10)")
 
 
 def prepare(args, ctx):

@@ -14,7 +14,7 @@ as fixed and impressions as independent (slots of one event are assumed conditio
 the factoring model), Var V = sum_a s2_a / T_a with s2_a = (Q_a - S_a^2 / T_a) / (T_a - 1) and
     Q_a = sum x^2 = sum_{i,j,j2} G(a,i,j,j2) C_j C_j2 / C_i^2,  G = sum r^2 pi(a at j) pi(a at j2)  [factored_sq]
 which is exact for any C (deterministic targets: G(a,i,j,j) = sum r^2 over slots the target places at j).
-The ADC vector is treated as known (its own uncertainty is not propagated).
+The ADC vector is treated as known here; estimators/propagate.py adds its uncertainty (joint delta method).
 
 Unsupported mass: the target's expected attention on ads never logged (T_a = 0) is
 sum_{a: T_a = 0} sum_j P(a, j) C_j / sum_{a, j} P(a, j) C_j with P(a, j) = sum_t pi(a at j | x_t) [target_placements].

@@ -7,7 +7,7 @@ A target h_pi keeps the logged ads and re-orders them; j' = the new position of 
     per event: V(h_pi) / n_events
     lift = V(h_pi) / (total logged clicks)   (expected clicks under the new order per click under the old)
 
-Intervals (CLT, impression level; ADC treated as known). V is a sum over the N logged impressions of
+Intervals (CLT, impression level; ADC treated as known here, estimators/propagate.py adds its uncertainty). V is a sum over the N logged impressions of
 x = r c / C_i: Var = sum x^2 - (sum x)^2 / N with sum x^2 = sum G(a,i,j,j2) C_j C_j2 / C_i^2 (factored_sq).
 The lift A/B (A = sum x, B = sum r) uses the delta method: Var = sum (x - R r)^2 / B^2 =
 (sum x^2 - 2R sum x r + R^2 sum r^2) / B^2 with sum x r = sum H(a,i,j) C_j / C_i (H = sum r^2 pi, ``s_r2p``) and

@@ -110,6 +110,8 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
             agg[c] = "sum"
     sums = [c for c, how in agg.items() if how == "sum"]
     df[sums] = df[sums].fillna(0)
+    if keys and len(frames) == 1 and not df.duplicated(keys).any():   # one day's rows: already one per key
+        return df.sort_values(keys, kind="stable").reset_index(drop=True)[keys + values]
     out = df.groupby(keys, dropna=False, sort=True).agg(agg).reset_index() if keys else \
         pd.DataFrame([{c: _reduce(df[c], how) for c, how in agg.items()}])
     return out[keys + values]
