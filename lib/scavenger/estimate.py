@@ -191,12 +191,23 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
     lo_r, hi_r = reward_range(stats)
     _, _, r_lo, r_hi = weight_and_reward_bounds(stats)
     name = "scavenging_ad" if stats.K == 1 else "scavenging_slate"
+    from .estimators.factored import stratum_weights
+
+    strata = stratum_weights(ap)
     out = []
     for p in policies:
         if pe is None or p not in pe.index:
             continue
         n = int(pe.loc[p, "n_events"])
         det = int(pe.loc[p, "n_deterministic"])
+        if strata is not None and det == n:
+            # the events that logged a slate all come from its ads' stratum, so sum_a S_a/T_a adds the strata's
+            # values instead of averaging them (seed 001 Theorem 1 needs exploration independent of x)
+            out.append(not_identified(p, name, f"the calibration key partitions the ads into {strata.attrs['strata']} "
+                                               f"eligibility strata (each ad shown under one value only): the "
+                                               f"direct approach compares whole slates across them; evaluate one "
+                                               f"stratum at a time (factored weights the strata)", n, opts.level))
+            continue
         if det < n:
             out.append(not_identified(p, name, f"the target is stochastic on {n - det} of {n} events: the direct "
                                                f"approach needs a deterministic slate per event", n, opts.level))
@@ -389,7 +400,11 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
     out = []
     fac, fsq, tp, ap = (stats.table(n) for n in ("factored", "factored_sq", "target_placements", "ad_position"))
     T_a = F.ad_impressions(ap) if len(ap) else pd.Series(dtype=float)
+    strata = F.stratum_weights(ap)
     extra = {"adc_source": ctx.adc_source, "adc_method": opts.adc_method}
+    strata_note = (None if strata is None else
+                   f"ads partitioned by the calibration key into {strata.attrs['strata']} eligibility strata: "
+                   f"V = sum_s (T_s/T) V_s")
     for p in policies:
         rec = pe[pe["policy_id"] == p]
         n = int(rec["n_events"].sum()) if len(rec) else 0
@@ -405,13 +420,13 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
                 out.append(not_identified(p, "factored", ctx.adc_reason, n, opts.level, **extra))
             else:
                 est = F.factored_estimate(f_p, q_p, T_a, ctx.C, tp[tp["policy_id"] == p] if len(tp) else None,
-                                          opts.level)
+                                          opts.level, weights=strata)
                 se = math.sqrt(P.factored_variance(f_p, q_p, T_a, ctx.C, est["std_error"] ** 2,
-                                                   ctx.adc_influence, ctx.C_se))
+                                                   ctx.adc_influence, ctx.C_se, weights=strata))
                 lo, hi, kind, why = clt_or_none(est["value"], se, opts.level)
                 out.append(row(p, "factored", est["value"], se, lo, hi, kind, n, opts.level, reason=why,
                                supported_share=est["supported_share"],
-                               unsupported_share=est["unsupported_share"], **extra))
+                               unsupported_share=est["unsupported_share"], note=strata_note, **extra))
         if "reorder" in wanted:
             if not reorders:
                 if p in derived or "reorder" in (opts.estimators or []):

@@ -16,6 +16,11 @@ the factoring model), Var V = sum_a s2_a / T_a with s2_a = (Q_a - S_a^2 / T_a) /
 which is exact for any C (deterministic targets: G(a,i,j,j) = sum r^2 over slots the target places at j).
 The ADC vector is treated as known here; estimators/propagate.py adds its uncertainty (joint delta method).
 
+Eligibility strata: where a context key partitions the ads (each ad shown under one value only, e.g. OBD's
+campaigns), the logged ad of stratum s is independent of x only within s, and sum_{a in s} S_a / T_a estimates
+the value given s. Then V = sum_s (T_s / T) sum_{a in s} S_a / T_a with T_s the events of stratum s
+(``stratum_weights``: kappa_a = w_a / T_a, w_a = T_s(a) / T), and Var V = sum_a w_a^2 s2_a / T_a.
+
 Unsupported mass: the target's expected attention on ads never logged (T_a = 0) is
 sum_{a: T_a = 0} sum_j P(a, j) C_j / sum_{a, j} P(a, j) C_j with P(a, j) = sum_t pi(a at j | x_t) [target_placements].
 """
@@ -43,6 +48,31 @@ def ad_impressions(ad_position: pd.DataFrame) -> pd.Series:
     return ad_position.groupby("ad_id")["m"].sum().astype(float)
 
 
+def stratum_weights(ad_position: pd.DataFrame, min_per_ad: float = 20.0) -> pd.Series | None:
+    """w_a = T_s(a) / T per ad when the calibration key partitions the ads over the whole window (>= 2 values, every
+    ad under one value, >= 2 ads per value, >= ``min_per_ad`` impressions per ad on average: the rule of check a
+    and e, checks.assumptions.partition_strata); T_s = sum over the ads of s of ev (events). None otherwise."""
+    from ..checks.assumptions import partition_strata
+
+    if not len(ad_position) or "ev" not in ad_position.columns or "stratum_min" not in ad_position.columns:
+        return None
+    slot = ad_position.assign(logging_policy="*", n=ad_position["m"])
+    strata = partition_strata(slot, min_per_ad).get("*")
+    if strata is None:
+        return None
+    ev = ad_position.groupby("ad_id")["ev"].sum().astype(float)
+    share = ev.groupby(strata.reindex(ev.index)).sum() / float(ev.sum())
+    weights = strata.map(share).astype(float)
+    weights.attrs["strata"] = int(strata.nunique())
+    return weights
+
+
+def kappa(T_a: pd.Series, weights: pd.Series | None = None) -> pd.Series:
+    """kappa_a = w_a / T_a (w_a = 1 without eligibility strata): V = sum_a kappa_a S_a."""
+    k = 1.0 / T_a.where(T_a > 0)
+    return (k if weights is None else k * weights.reindex(T_a.index)).fillna(0.0)
+
+
 def per_ad_sums(factored: pd.DataFrame, factored_sq: pd.DataFrame, C: np.ndarray) -> pd.DataFrame:
     """S_a = sum F C_j / C_i and Q_a = sum G C_j C_j2 / C_i^2 per ad (one policy's rows)."""
     f = factored
@@ -57,15 +87,18 @@ def per_ad_sums(factored: pd.DataFrame, factored_sq: pd.DataFrame, C: np.ndarray
 
 
 def factored_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, T_a: pd.Series, C: np.ndarray,
-                      placements: pd.DataFrame | None = None, level: float = 0.95) -> dict:
-    """One policy's factored estimate from its rows of the factored tables, T_a and the ADC vector C_1..C_K."""
+                      placements: pd.DataFrame | None = None, level: float = 0.95,
+                      weights: pd.Series | None = None) -> dict:
+    """One policy's factored estimate from its rows of the factored tables, T_a and the ADC vector C_1..C_K;
+    ``weights``: w_a of eligibility strata (``stratum_weights``), else 1."""
     sums = per_ad_sums(factored, factored_sq, C)
     T = T_a.reindex(sums.index).fillna(0.0).to_numpy(float)
+    w = np.ones(len(T)) if weights is None else weights.reindex(sums.index).fillna(0.0).to_numpy(float)
     S, Q = sums["S"].to_numpy(float), sums["Q"].to_numpy(float)
     ok = T > 0  # a clicked logged slot always has T_a >= 1
-    value = float(np.sum(S[ok] / T[ok]))
+    value = float(np.sum(w[ok] * S[ok] / T[ok]))
     s2 = np.where(T[ok] > 1, (Q[ok] - S[ok] ** 2 / T[ok]) / np.maximum(T[ok] - 1, 1), Q[ok])
-    se = math.sqrt(float(np.sum(np.maximum(s2, 0.0) / T[ok])))
+    se = math.sqrt(float(np.sum(w[ok] ** 2 * np.maximum(s2, 0.0) / T[ok])))
     z = float(norm.ppf(0.5 + level / 2))
     unsupported = math.nan
     if placements is not None and len(placements):

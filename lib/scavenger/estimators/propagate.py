@@ -141,18 +141,20 @@ def propagated_variance(var_own: float, g: dict, infl: pd.DataFrame, sums: pd.Da
     return max(var_own + 2.0 * cross + var_c, 0.0)
 
 
-def factored_variance(f_p, q_p, T_a: pd.Series, C: np.ndarray, var_own: float, infl, C_se=None) -> float:
-    """Variance of the factored estimate with the ADC's uncertainty: kappa = 1/T_a, xbar = S_a/T_a; with a stored
-    ADC (estimated elsewhere, independent) var_own + sum_i g_i^2 se_i^2."""
-    from .factored import per_ad_sums
+def factored_variance(f_p, q_p, T_a: pd.Series, C: np.ndarray, var_own: float, infl, C_se=None,
+                      weights: pd.Series | None = None) -> float:
+    """Variance of the factored estimate with the ADC's uncertainty: kappa = w_a/T_a (factored.kappa; w_a = 1
+    without eligibility strata), xbar = S_a/T_a; with a stored ADC (estimated elsewhere, independent)
+    var_own + sum_i g_i^2 se_i^2."""
+    from .factored import kappa, per_ad_sums
 
-    T_rows = f_p["ad_id"].map(T_a).to_numpy(float) if len(f_p) else np.zeros(0)
-    g = ratio_gradient(f_p, C, np.where(T_rows > 0, 1.0 / np.where(T_rows > 0, T_rows, 1.0), 0.0))
+    k = kappa(T_a, weights)
+    g = ratio_gradient(f_p, C, f_p["ad_id"].map(k).fillna(0.0).to_numpy(float) if len(f_p) else np.zeros(0))
     if infl is None:
         return _stored(var_own, g, C_se)
     S = per_ad_sums(f_p, q_p, C)["S"]
     T = T_a.reindex(S.index)
-    return propagated_variance(var_own, g, infl, impression_sums(f_p, C), 1.0 / T_a, (S / T).fillna(0.0))
+    return propagated_variance(var_own, g, infl, impression_sums(f_p, C), k, (S / T).fillna(0.0))
 
 
 def reorder_variances(f_p, q_p, ap, C: np.ndarray, n_events: float, est: dict, infl, C_se=None

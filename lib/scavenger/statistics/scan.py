@@ -24,7 +24,7 @@ from .sql import logs as L
 from .sql import tables as T
 from .tables import split_factored, split_policy_groups
 
-STATS_VERSION = 3   # 3: one pass in SQL (partial slates, folds, check tables)
+STATS_VERSION = 4   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev)
 LOG_TABLES = ("log_summary", "ad_position", "slate_actions", "context_cells", "pair_strata", "calibration_cells")
 DECISION_TABLES = ("policy_events", "base_targets", "slate_moments", "slate_targets", "factored", "factored_sq",
                    "target_placements")

@@ -46,7 +46,8 @@ FROM scv_flat GROUP BY dt, logging_policy"""
 
 def ad_position(K: int, bootstrap: int = 0, seed: int = 0) -> str:
     """(dt, logging_policy, fold, ad_id, position): m = impressions M(a,i), c = clicks C(a,i) (sum of slot
-    rewards), c2 = sum of squared slot rewards (seed 001 section 4.3); for check e the logged propensities
+    rewards), c2 = sum of squared slot rewards (seed 001 section 4.3), ev = sum over the impressions of 1 / (slots
+    the event holds) (events, counted once over all the ads they show); for check e the logged propensities
     (n_p non-null, sum_p, min_p, max_p) and the smallest/largest value of the calibration scope key (whether it
     partitions the ads); with ``bootstrap`` B > 0, m_boot[b], c_boot[b] under Poisson(1) weights per event."""
     from .logs import slot_structs
@@ -62,10 +63,14 @@ def ad_position(K: int, bootstrap: int = 0, seed: int = 0) -> str:
                      + ") AS m_boot, array(" + ", ".join(f"sum(bw_{b} * reward)" for b in range(bootstrap))
                      + ") AS c_boot")
         src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*{boot_cols} FROM scv_flat) e)"
-    keep = "dt, logging_policy, fold, stratum" + "".join(f", bw_{b}" for b in range(bootstrap))
+    held = " + ".join(f"CASE WHEN h_{k} THEN 1 ELSE 0 END" for k in range(1, K + 1)) or "1"
+    # ew = 1 / (slots the event holds): summed over an ad's impressions (ev) and then over the ads of a set, it
+    # counts the events that showed them (factored.stratum_weights: the events of an eligibility stratum)
+    keep = (f"dt, logging_policy, fold, stratum, 1D / greatest({held}, 1) AS ew"
+            + "".join(f", bw_{b}" for b in range(bootstrap)))
     return f"""
 SELECT dt, logging_policy, fold, s.ad_id AS ad_id, s.position AS position,
-  count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2,
+  count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2, sum(ew) AS ev,
   count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, max(s.propensity) AS max_p,
   min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_aggs.replace("* reward", "* s.reward")}
 FROM (SELECT {keep}, explode({slot_structs(K)}) AS s FROM {src} f) slots
