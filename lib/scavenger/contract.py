@@ -319,3 +319,28 @@ def arrow_schema(name: str, nullable: bool = False):
 
     return pa.schema([pa.field(f.name, arrow_type(f.dataType, nullable), f.nullable or nullable)
                       for f in load_contract(name).struct_type().fields])
+
+
+_PANDAS_TYPES = {"double": "float64", "long": "Int64", "integer": "Int32", "boolean": "boolean"}
+
+
+def conform_frame(df, contract: Contract):
+    """A small pandas output table cast to its contract (schemas/<name>.schema.json): the contract's columns in
+    order with their types (a missing column is null), then any other columns (``dt`` of a by-day table)."""
+    import pandas as pd
+
+    out = pd.DataFrame(index=df.index)
+    for f in contract.fields:
+        name, kind = f["name"], f["type"]
+        col = df[name] if name in df.columns else pd.Series([None] * len(df), index=df.index, dtype=object)
+        if kind == "string":
+            out[name] = pd.Series([None if v is None or (isinstance(v, float) and v != v) else str(v)
+                                   for v in col], index=df.index, dtype="string")
+        elif kind in ("double",):
+            out[name] = pd.to_numeric(col, errors="coerce").astype("float64")
+        else:
+            out[name] = col.astype("object").where(col.notna(), None).astype(_PANDAS_TYPES[kind])
+    for c in df.columns:
+        if c not in out.columns:
+            out[c] = df[c]
+    return out.reset_index(drop=True)

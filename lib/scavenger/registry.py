@@ -13,20 +13,17 @@ from dataclasses import dataclass, field
 
 from .errors import UsageError
 
-# The estimates table (schemas/estimates.schema.json holds the same columns and types; a test checks it).
-ESTIMATE_COLUMNS = {
-    "policy_id": "string", "estimator": "string", "value": "double", "std_error": "double", "ci_low": "double",
-    "ci_high": "double", "interval_kind": "string", "level": "double", "identified": "boolean",
-    "reason": "string", "recommended": "boolean", "n_events": "long", "n_unused": "long",
-    "unused_reasons": "string", "supported_share": "double", "unsupported_share": "double",
-    "n_missing_propensity": "long", "window": "string", "adc_source": "string", "adc_method": "string",
-    "prior_mean": "double", "prior_source": "string", "checks": "string", "note": "string",
-}
-DIAGNOSTIC_COLUMNS = {"policy_id": "string", "metric": "string", "slot": "long", "value": "double"}
-ADC_COLUMNS = {"position": "long", "method": "string", "coefficient": "double", "std_error": "double",
-               "ci_low": "double", "ci_high": "double", "interval_kind": "string", "ads_used": "long",
-               "impressions_used": "double", "dcg": "double", "level": "double", "identified": "boolean",
-               "reason": "string", "note": "string", "checks": "string"}
+def _columns(name: str) -> dict:
+    """{column: Spark type name} of an output contract (schemas/<name>.schema.json, the single source)."""
+    from .contract import load_contract
+
+    return {f["name"]: f["type"] for f in load_contract(name).fields}
+
+
+# The output tables' columns and types, read from schemas/ (estimates, adc, diagnostics)
+ESTIMATE_COLUMNS = _columns("estimates")
+DIAGNOSTIC_COLUMNS = _columns("diagnostics")
+ADC_COLUMNS = _columns("adc")
 
 
 @dataclass(frozen=True)
@@ -44,6 +41,7 @@ class Estimator:
     default: bool = True              # in the default set of `evaluate`
     identification: str = ""          # what the data must show (the reason text when it does not)
     recommend_rank: int = 99          # the report's top line: the lowest-ranked identified estimate with an interval
+    outputs: tuple = ()               # estimator names of the rows it writes besides its own (variants)
     extra: dict = field(default_factory=dict)
 
 
@@ -53,11 +51,13 @@ ESTIMATORS: dict[str, Estimator] = {e.name: e for e in [
     Estimator("scavenging_slate", "scavenging",
               "V = sum_s (T_s/T) sum_{a in s} S_a / T_a, action = the logged (partial) slate (seed 001 sec. 3, 4.1)",
               aliases=("direct",), checks=_SCAV, tables=("slate_actions", "slate_targets", "policy_events"),
-              identification="every slate the target shows was logged (T_a > 0) for some event", recommend_rank=6),
+              identification="every slate the target shows was logged (T_a > 0) for some event", recommend_rank=6,
+              outputs=("scavenging_ad", "scavenging_slate_uniform", "scavenging_ad_uniform")),
     Estimator("scavenging_base", "scavenging",
               "V = sum_a S_a / T_a, action = the base (logging) policy that served the event (seed 001 sec. 3.3)",
               checks=_SCAV, tables=("log_summary", "base_targets", "policy_events"),
-              identification="the target names a logged base policy on every event", recommend_rank=7),
+              identification="the target names a logged base policy on every event", recommend_rank=7,
+              outputs=("scavenging_base_uniform",)),
     Estimator("factored", "adc_based",
               "V = sum_a sum_{i,j} F(a,i,j) C_j / C_i / T_a (seed 001 sec. 4.2)",
               checks=_SCAV, tables=("factored", "factored_sq", "target_placements", "ad_position",
@@ -69,7 +69,7 @@ ESTIMATORS: dict[str, Estimator] = {e.name: e for e in [
               aliases=("reordering",), checks=_SCAV, tables=("factored", "factored_sq", "ad_position",
                                                              "policy_events"),
               identification="the target re-orders the logged ads on every event, and ADCs are identified",
-              recommend_rank=5),
+              recommend_rank=5, outputs=("reorder_lift",)),
     Estimator("slate_ips", "slate", "mean(r W), W = prod_k pi_k/mu_k (seed 002 eq. 2)", aliases=("ips",),
               checks=_SLATE_CHECKS, tables=_SLATE_TABLES, needs_propensities=True,
               identification="logged propensities and some logged slate the target would show", recommend_rank=3),
@@ -99,6 +99,22 @@ GROUPS = {"scavenging": ("scavenging_slate", "scavenging_base"),
           "slate": tuple(n for n, e in ESTIMATORS.items() if e.family == "slate"),
           "all": tuple(ESTIMATORS)}
 _ALIASES = {a: e.name for e in ESTIMATORS.values() for a in (e.name, *e.aliases)}
+
+
+_OUTPUT_OF = {o: e.name for e in ESTIMATORS.values() for o in (e.name, *e.outputs)}
+
+
+def output_names() -> list[str]:
+    """Every value the estimates table's ``estimator`` column may hold (schemas/estimates.schema.json)."""
+    return sorted(_OUTPUT_OF)
+
+
+def base_of(output: str) -> str:
+    """The estimator that wrote a row named ``output`` (e.g. reorder_lift -> reorder)."""
+    try:
+        return _OUTPUT_OF[output]
+    except KeyError:
+        raise ValueError(f"no estimator writes rows named {output!r}") from None
 
 
 def names() -> list[str]:

@@ -160,15 +160,23 @@ def check_catalog(args, ctx, engine) -> None:
     catalog.check_database(engine.spark, args.catalog)
 
 
+OUTPUT_CONTRACTS = ("estimates", "adc", "diagnostics")
+
+
 def write_results(args, ctx, tables: dict, window_end) -> dict:
     """Result tables (pandas) under --out (name/part-0.parquet; by-day tables partitioned by dt) and, with
     --catalog, as catalog tables <db>.<name> (the window's tables under dt = its last day)."""
     from ..io import catalog, fs, manifest, outputs
 
+    from ..contract import conform_frame, load_contract
+
     written = {}
     for name, frame in tables.items():
         if frame is None:
             continue
+        base = name[:-len("_by_day")] if name.endswith("_by_day") else name
+        if base in OUTPUT_CONTRACTS:       # the output contracts of schemas/ (types as declared there)
+            frame = conform_frame(frame, load_contract(base))
         uri = fs.join(args.out, name)
         if "dt" in frame.columns:
             outputs.write_by_day(frame, uri)

@@ -112,7 +112,7 @@ def finish(rows: list, ctx: E.Context, window: Window, level: float) -> pd.DataF
     est["window"] = ctx.window
     est["level"] = est["level"].fillna(level)
     est["checks"] = [" ".join(f"{c}:{window.check_verdicts.get(c, 'not_run')}"
-                              for c in registry.get(e if e in registry.ESTIMATORS else _base_name(e)).checks)
+                              for c in registry.get(_base_name(e)).checks)
                      or "not_run" for e in est["estimator"]]
     est["recommended"] = False
     for _, g in est.groupby("policy_id"):
@@ -127,12 +127,7 @@ def finish(rows: list, ctx: E.Context, window: Window, level: float) -> pd.DataF
 
 
 def _base_name(e: str) -> str:
-    if e in registry.ESTIMATORS:
-        return e
-    for suffix in ("_uniform", "_lift"):
-        if e.endswith(suffix):
-            e = e[: -len(suffix)]
-    return {"scavenging_ad": "scavenging_slate", "reorder": "reorder"}.get(e, e)
+    return registry.base_of(e)
 
 
 def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig, config=None, store=None,
