@@ -6,6 +6,8 @@ can read the exact values back): ``overview`` (data window, row counts, quaranti
 ``estimates`` (forest plot per target policy, logging policy as reference line), ``diagnostics`` (PI vs PI++),
 ``validation`` (verdicts, messages, link to the Data Docs), ``trend`` (estimates over the daily windows), ``daily``
 (each policy's one-day estimates with their intervals, from ``evaluate --by-day``'s estimates_by_day).
+The page opens with the answer before them (``<div id="answer">``, report/answer.py): one line per policy, a plot of
+every policy side by side, the checks with failed and warned first.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import figures
+from .honest import honest_text, text_when
 from .inputs import ReportInputs
 
 SECTIONS = ("overview", "adc", "estimates", "daily", "diagnostics", "validation", "trend")
@@ -161,17 +164,20 @@ def _cell(v) -> str:
 
 
 def html_table(df: pd.DataFrame | None, name: str, columns: list[str] | None = None,
-               cell_class: dict | None = None) -> str:
-    """A table with ``data-table=name``, one ``<tr>`` per row, numbers carrying their exact value."""
+               cell_class: dict | None = None, cell_text: dict | None = None) -> str:
+    """A table with ``data-table=name``, one ``<tr>`` per row, numbers carrying their exact value; ``cell_text``
+    {column: fn(row) -> text or None} shows a text in a cell instead (its ``data-value`` kept)."""
     if df is None or not len(df):
         return f'<p class="missing" data-table="{_esc(name)}">no rows</p>'
     columns = [c for c in (columns or list(df.columns)) if c in df.columns]
     head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
     body = []
-    for rec in df[columns].to_dict("records"):
+    for rec in df.to_dict("records"):
         cells = []
         for c in columns:
             td = _cell(rec[c])
+            if cell_text and c in cell_text and (text := cell_text[c](rec)) is not None:
+                td = td[:td.index(">") + 1].replace('class="num"', 'class="why"') + _esc(text) + "</td>"
             if cell_class and c in cell_class:
                 td = td.replace("<td", f'<td class="{_esc(cell_class[c](rec[c]))}"', 1)
             cells.append(td.replace("<td", f'<td data-col="{_esc(c)}"', 1))
@@ -277,16 +283,24 @@ def section_estimates(inp: ReportInputs) -> str:
                        f'data-value="{true_value!r}">{true_value:.4g}</b>')
         if ref:
             parts.append("<p>" + "; ".join(ref) + "</p>")
-        plot_rows = rows[~rows["estimator"].isin(OFF_SCALE)]
+        shown = rows[~rows["estimator"].isin(OFF_SCALE)]
+        texts = [(r["estimator"], r.get("interval_kind"), honest_text(r)) for r in shown.to_dict("records")]
+        plot_rows = shown[[not (t or "").startswith("not identified") for _, _, t in texts]]
         parts.append(img(figures.forest_figure(plot_rows, p, logging_value, label, true_value),
                          f"forest plot of {p}"))
+        if any(t for _, _, t in texts):       # not drawn as empty rows: said in words
+            parts.append('<ul class="honest">' + "".join(
+                f'<li class="why" data-estimator="{_esc(e)}"><b>{_esc(e)}</b>'
+                f'{" (" + _esc(k) + ")" if isinstance(k, str) and k and k != "none" else ""}: {_esc(t)}</li>'
+                for e, k, t in texts if t) + "</ul>")
         table = rows.copy()
         if true_value is not None:
             table["covers_truth"] = [("yes" if lo <= true_value <= hi else "no") if pd.notna(lo) and pd.notna(hi)
                                      else "" for lo, hi in zip(table["ci_low"], table["ci_high"])]
         parts.append(html_table(table, f"estimates:{p}",
                                 ["estimator", "interval_kind", "value", "std_error", "ci_low", "ci_high", "n_events",
-                                 "supported_share", "window", "covers_truth", "note"]))
+                                 "supported_share", "window", "covers_truth", "note"],
+                                cell_text={"value": text_when("not identified"), "ci_low": text_when("no interval")}))
     return "".join(parts)
 
 
@@ -331,8 +345,10 @@ def section_validation(inp: ReportInputs, out_dir: str | None) -> str:
     if "verdict" in v.columns:
         v = v.assign(_o=v["verdict"].map(order).fillna(3)).sort_values(["_o", "check"] if "check" in v.columns
                                                                          else ["_o"]).drop(columns="_o")
-    parts.append(html_table(v, "validation", ["check", "scope", "statistic", "threshold", "verdict", "message"],
-                            cell_class={"verdict": _verdict_class}))
+    table = html_table(v, "validation", ["check", "scope", "statistic", "threshold", "verdict", "message"],
+                       cell_class={"verdict": _verdict_class})
+    parts.append(f"<details><summary>All {len(v)} verdict rows, failed and warned first (each check in one line "
+                 f'at the top: <a href="#answer-checks">Checks</a>)</summary>{table}</details>')
     return "".join(parts)
 
 
@@ -347,7 +363,8 @@ def section_trend(inp: ReportInputs) -> str:
         parts.append(f'<h3 data-policy="{_esc(p)}">Policy {_esc(p)}</h3>')
         parts.append(img(figures.trend_figure(sub, p), f"trend of {p}"))
         parts.append(html_table(sub, f"trend:{p}", ["run_dt", "estimator", "interval_kind", "value", "ci_low",
-                                                     "ci_high", "window", "dataset"]))
+                                                     "ci_high", "window", "dataset"],
+                                cell_text={"value": text_when("not identified")}))
     return "".join(parts)
 
 
@@ -371,7 +388,9 @@ def section_daily(inp: ReportInputs) -> str:
 
 
 def render_html(inp: ReportInputs, out_dir: str | None = None, title: str = "scavenger evaluation report") -> str:
-    """The whole report as one HTML string (self-contained)."""
+    """The whole report as one HTML string (self-contained): the answer first, then the sections."""
+    from .answer import ANSWER_CSS, section_answer
+
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     bodies = {
         "overview": section_overview(inp), "adc": section_adc(inp), "estimates": section_estimates(inp),
@@ -382,8 +401,9 @@ def render_html(inp: ReportInputs, out_dir: str | None = None, title: str = "sca
     sections = "".join(f'<section id="{s}"><h2>{_esc(TITLES[s])}</h2>{bodies[s]}</section>' for s in SECTIONS)
     sources = "".join(f"<li>{_esc(k)}: {_esc(v)}</li>" for k, v in inp.sources.items())
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_esc(title)}</title><style>{CSS}</style></head><body>"
-            f"<h1>{_esc(title)}</h1><p class=\"muted\">generated {now}</p><nav>{nav}</nav>{sections}"
+            f"<title>{_esc(title)}</title><style>{CSS}{ANSWER_CSS}</style></head><body>"
+            f"<h1>{_esc(title)}</h1><p class=\"muted\">generated {now}</p>{section_answer(inp)}"
+            f"<nav>{nav}</nav>{sections}"
             f"<h2>Sources</h2><ul class=\"muted\">{sources}</ul></body></html>\n")
 
 

@@ -158,6 +158,9 @@ def forest_figure(rows: pd.DataFrame, policy_id: str, logging_value: float | Non
         lo = r["ci_low"] if _finite(r["ci_low"]) else np.nan
         hi = r["ci_high"] if _finite(r["ci_high"]) else np.nan
         ax.errorbar([r["value"]], [y[i]], xerr=_err([r["value"]], [lo], [hi]), fmt="o", capsize=3, color=color)
+        if not (_finite(lo) and _finite(hi)) and _finite(r["value"]):       # infinite or undefined: said so
+            ax.annotate("no interval", (float(r["value"]), y[i]), xytext=(6, 4), textcoords="offset points",
+                        fontsize=7, color="#a33")
     # x range from the point estimates, the CLT/bootstrap intervals and the reference lines; a much wider
     # Theorem 3/4 bound is clipped at the edge and its numbers are written beside it
     core = [float(v) for v in rows["value"] if _finite(v)]
