@@ -223,3 +223,20 @@ def test_pi_beta_crossfit_equals_numpy():
     assert est.extra["crossfit"] is True
     plain = S.pi_beta(S.SlateMoments.from_arrays(r, Y), 0.95)      # without folds: fitted in sample, as before
     assert "crossfit" not in plain.extra
+
+
+def test_ips_interval_withdrawn_when_the_estimate_lies_outside_it():
+    """Weights that average far from E[W] = 1 (propensities logged too small: every W = 5) put the IPS estimate
+    outside its own EL interval: no interval, and the reason states the weights' mean."""
+    from scavenger.estimators import slate as S
+    from scavenger.estimators.intervals import off_interval_reason, slate_interval
+
+    rng = np.random.default_rng(3)
+    r = (rng.random(400) < 0.4).astype(float)
+    m = S.SlateMoments.from_arrays(r, np.full((400, 1), 5.0))
+    est = S.ips(m)
+    assert abs(est.value - 5.0 * r.mean()) < 1e-12
+    lo, hi, kind, why = slate_interval("slate_ips", est, m, 10.0, [10.0], 0.0, 1.0, 0.95)
+    assert kind == "none" and np.isnan(lo) and np.isnan(hi) and "weights average 5 per event" in why
+    # inside its interval nothing is withdrawn
+    assert off_interval_reason(0.5, 0.4, 0.6, 1.0) is None

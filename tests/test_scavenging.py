@@ -52,6 +52,10 @@ def main_row(rows: pd.DataFrame) -> pd.Series:
     """The estimate's own interval row (CLT or empirical likelihood), beside the Theorem 3/4 'bound' rows and the
     'none' rows that say why there is no bound."""
     kinds = [k for k in rows.index if k not in ("bound", "none")]
+    if not kinds:   # the interval withdrawn: the estimate lies outside it (estimators/intervals.off_interval_reason)
+        own = rows[(rows.index == "none") & rows["reason"].str.contains("outside its interval", na=False)]
+        assert len(own) == 1, list(rows.index)
+        return own.iloc[0]
     assert len(kinds) == 1 and kinds[0] in ("clt", "el"), list(rows.index)
     return rows.loc[kinds[0]]
 
@@ -147,7 +151,14 @@ def test_slate_scavenging_equals_numpy(rand_case):
         assert math.isclose(main["value"], ref["value"], rel_tol=1e-9)
         assert math.isclose(main["std_error"], ref["se"], rel_tol=1e-9)
         assert math.isclose(main["unsupported_share"], ref["unsup"], rel_tol=1e-9, abs_tol=1e-15)
-        assert math.isfinite(main["ci_low"]) and main["ci_low"] <= main["ci_high"] < math.inf
+        if main.name == "el":
+            assert math.isfinite(main["ci_low"]) and main["ci_low"] <= main["value"] <= main["ci_high"] < math.inf
+        else:
+            # build_random's targets copy the logged slate half the time, so matches are far more frequent than
+            # a context-only target's: the weights t_s/T_a average sum_w/T, not 1 - unsupported, the estimate
+            # falls outside its own interval and the interval is withdrawn with that reason
+            mean_w = ref["weight_sums"]["sum_w"] / len(data["logs"])
+            assert f"weights average {mean_w:.4g}" in main["reason"] and math.isnan(main["ci_low"])
         # the engine's reduction of the big slate tables: matches and the weight sums of the interval
         assert sums.loc[policy, "n_match"] == ref["matched"]
         for col, want in ref["weight_sums"].items():
@@ -155,8 +166,8 @@ def test_slate_scavenging_equals_numpy(rand_case):
         if math.isinf(ref["half"]):
             # Theorem 3 gives no bound for the mass on never-logged slates: no number, the reason instead
             unsupported_seen = True
-            assert "bound" not in rows.index and math.isnan(rows.loc["none", "ci_high"])
-            assert "never logged" in rows.loc["none", "reason"]
+            theorem3 = rows[(rows.index == "none") & rows["reason"].str.contains("never logged", na=False)]
+            assert "bound" not in rows.index and len(theorem3) == 1 and math.isnan(theorem3["ci_high"].iloc[0])
         else:
             half = rows.loc["bound", "ci_high"] - rows.loc["bound", "value"]
             assert math.isclose(half, ref["half"], rel_tol=1e-9)

@@ -175,7 +175,7 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
     --uniform-logging). V = sum_s (t_s/T) V_s over the strata of held positions (one stratum for full slates),
     = (1/T) sum_t w_t r_t with w_t = t_s/T_a on matching events: its interval is the empirical-likelihood one of
     estimators/intervals.py over those weights (w in [0, max t_s]); the Theorem 3 bound beside it."""
-    from .estimators.intervals import WeightSums, el_interval
+    from .estimators.intervals import WeightSums, el_interval, off_interval_reason
     from .estimators.scavenging import log_n_slates, theorem4_halfwidth
 
     EL_SUMS = ("sum_w", "sum_w2", "sum_wr", "sum_w2r", "sum_w2r2")
@@ -227,7 +227,9 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
                  "note": f"matched={n_match} actions_used={int(g['actions_used'].sum())} k={math.exp(min(log_k, 700)):.6g}"}
         lo, hi = el_interval(WeightSums(T, *(float(g[c].sum()) for c in EL_SUMS)), 0.0,
                              max(float(g["t_s"].max()), 1.0 + 1e-9), r_lo, r_hi, opts.level)
-        out.append(row(p, name, value, se, lo, hi, "el", n, opts.level, **extra))
+        why = off_interval_reason(value, lo, hi, float(g["sum_w"].sum()) / T, 1.0 - unsupported)
+        out.append(row(p, name, value, se, math.nan if why else lo, math.nan if why else hi,
+                       "none" if why else "el", n, opts.level, reason=why, **extra))
         if unsupported == 0:
             log_term = math.log(2.0) + log_k + math.log(T) - math.log(opts.delta)
             half = (hi_r - lo_r) * float(np.sum(share * math.sqrt(2.0 * log_term) * g["inv_sqrt_t"].to_numpy(float)))
@@ -245,7 +247,9 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
             nm, sr, sr2 = float(g["n_match"].sum()), float(g["s_match_r"].sum()), float(g["s_match_r2"].sum())
             lo4, hi4 = el_interval(WeightSums(T, k * nm, k * k * nm, k * sr, k * k * sr, k * k * sr2), 0.0,
                                    max(k, 1.0 + 1e-9), r_lo, r_hi, opts.level)   # w = k on matching events
-            out.append(row(p, name + "_uniform", v4, se4, lo4, hi4, "el", n, opts.level, **extra))
+            why4 = off_interval_reason(v4, lo4, hi4, k * nm / T)
+            out.append(row(p, name + "_uniform", v4, se4, math.nan if why4 else lo4, math.nan if why4 else hi4,
+                           "none" if why4 else "el", n, opts.level, reason=why4, **extra))
             out.append(row(p, name + "_uniform", v4, se4, v4 - h4, v4 + h4, "bound", n, 1 - opts.delta, **extra))
     return out
 

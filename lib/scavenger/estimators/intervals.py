@@ -122,6 +122,18 @@ def divergence(s: WeightSums, w0: float, r0: float, v: float) -> float:
     return float(d @ np.linalg.solve(G, d))
 
 
+def off_interval_reason(value: float, lo: float, hi: float, mean_w: float, expected_w: float = 1.0) -> str | None:
+    """Why an importance-weighted estimate's EL interval is withdrawn: the estimate lies outside it. The interval
+    assumes E[w] = ``expected_w`` (1 for IPS; 1 minus the unsupported share for the direct approach); an estimate
+    outside it means the weights' mean is far from that, i.e. the design the weights assume does not hold (the
+    exploration depends on the context: check a; or the propensities are wrong: check e)."""
+    if not (math.isfinite(value) and math.isfinite(lo) and math.isfinite(hi)) or lo <= value <= hi:
+        return None
+    return (f"the estimate {value:.4g} lies outside its interval [{lo:.4g}, {hi:.4g}]: the weights average "
+            f"{mean_w:.4g} per event where the design gives {expected_w:.4g}, so the logging does not match the "
+            f"assumptions the weights rest on (checks a, e) and no interval is given")
+
+
 def weight_bound(min_propensity) -> float:
     """wmax = prod_k 1 / min_a mu_k(a): no target probability exceeds 1, so no W = prod_k pi_k/mu_k exceeds it
     (positions a row does not hold have Y_k = 1 <= 1/mu)."""
@@ -158,6 +170,9 @@ def slate_interval(name: str, est, m, wmax: float, ymax, rmin: float, rmax: floa
         if m.n_W_pos < MIN_MATCHING:
             return math.nan, math.nan, "none", "no logged slate matches the target's (W = 0 on every event)"
         lo, hi = el_interval(WeightSums.from_moments(m), 0.0, wmax, rmin, rmax, level)
+        why = off_interval_reason(est.value, lo, hi, m.s_W / m.n)
+        if why:
+            return math.nan, math.nan, "none", why
     else:
         ess = design_ess(m.n, ymax)
         if ess < MIN_EFFECTIVE_EVENTS:
