@@ -20,10 +20,17 @@ def _columns(name: str) -> dict:
     return {f["name"]: f["type"] for f in load_contract(name).fields}
 
 
-# The output tables' columns and types, read from schemas/ (estimates, adc, diagnostics)
-ESTIMATE_COLUMNS = _columns("estimates")
-DIAGNOSTIC_COLUMNS = _columns("diagnostics")
-ADC_COLUMNS = _columns("adc")
+# The output tables' columns and types, read from schemas/ (estimates, adc, diagnostics) when first used, so that
+# importing the registry (the Airflow DAG files do, for the estimator list) opens no file
+_OUTPUT_TABLES = {"ESTIMATE_COLUMNS": "estimates", "DIAGNOSTIC_COLUMNS": "diagnostics", "ADC_COLUMNS": "adc"}
+
+
+def __getattr__(name: str):
+    if name in _OUTPUT_TABLES:
+        value = _columns(_OUTPUT_TABLES[name])
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
