@@ -1,12 +1,14 @@
-"""Benchmark of ``scavenger adc`` and ``scavenger evaluate`` (issue 3, item 9). Prints figures; not a test.
+"""Benchmark of the ADC and evaluate pipelines in one warm process (issue 3, item 9), through the notebook API
+(``scavenger.adc`` / ``scavenger.evaluate``, the code of the jobs). Prints figures; not a test. benchmarks/run times
+the jobs cold from the command line; this script adds the ADCs, the warm (stored) runs and the per-row Python loop.
 
     python benchmarks/bench_scavenging.py --events 10000000 --ads 1000 --positions 4 --workdir /tmp/bench_scav
 
 Generates uniform logs with the ground-truth generator (4 target policies: oracle, most_clicked, uniform_random,
-oracle_mix), then times
-  - adc cold (empty --stats-dir: one scan per dt) and warm (every day loaded from the store),
-  - evaluate cold and warm (factored + slate estimators; the direct-approach slate tables are off by default,
-    they grow with the number of distinct slates, use --slate-actions to include them),
+oracle_mix), then times, on ``--engine`` (auto: DuckDB for these local files)
+  - adc cold (empty stats_dir: one scan per dt) and warm (every day loaded from the store),
+  - evaluate cold and warm (factored and the slate estimators; the direct-approach slate tables are off by default,
+    they grow with the number of distinct slates, use --slate-actions to add scavenging_slate, which reads them),
   - a straightforward per-row Python implementation (ADC counts + factored sums) on a slice of --python-events,
 and reports events/s and the peak resident memory of the driver (Python process and the driver JVM, VmHWM).
 """
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import sys
@@ -87,14 +88,14 @@ def main(argv=None):
     ap.add_argument("--workdir", default="/tmp/bench_scavenging")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="4g")
-    ap.add_argument("--slate-actions", action="store_true")
+    ap.add_argument("--slate-actions", action="store_true", help="also the direct approach (scavenging_slate)")
+    ap.add_argument("--engine", default="auto", choices=("auto", "duckdb", "spark"))
     ap.add_argument("--reuse", action="store_true", help="reuse generated data in --workdir")
     args = ap.parse_args(argv)
 
-    from scavenger.evaluation import EvaluateOptions, adc_statistics, estimate_adc, evaluate
+    import scavenger
     from scavenger.session import get_spark
     from scavenger.simulation.generator import GeneratorConfig, generate
-    from scavenger.statistics import StatsConfig
 
     spark = get_spark("bench-scavenging", master=args.master,
                       conf={"spark.driver.memory": args.driver_memory, "spark.ui.showConsoleProgress": "false",
@@ -102,7 +103,7 @@ def main(argv=None):
     work = Path(args.workdir)
     gen = work / "gen"
     figures = {"events": args.events, "ads": args.ads, "positions": args.positions, "days": args.days,
-               "master": args.master}
+               "master": args.master, "engine": args.engine}
     if not (args.reuse and (gen / "ground_truth.json").exists()):
         shutil.rmtree(work, ignore_errors=True)
         t0 = time.perf_counter()
@@ -117,25 +118,26 @@ def main(argv=None):
         if kind == "cold":
             shutil.rmtree(work / "stats_adc", ignore_errors=True)
         t0 = time.perf_counter()
-        stats = adc_statistics(spark, logs, stats_dir=str(work / "stats_adc"))
-        table = estimate_adc(stats)
+        result = scavenger.adc(logs, stats_dir=str(work / "stats_adc"), gate="off", engine=args.engine)
+        table = result.pandas
         dt = time.perf_counter() - t0
+        figures["engine_used"] = result.engine.get("name")
         figures[f"adc_{kind}_s"] = round(dt, 2)
         figures[f"adc_{kind}_events_per_s"] = round(n / dt)
     figures["adc_variance_optimal"] = table[(table["method"] == "variance_optimal")
                                             & (table["interval_kind"] == "delta")]["coefficient"].round(4).tolist()
     figures["adc_true"] = truth["adc"]
-    cfg = StatsConfig(slate_actions=args.slate_actions)
+    estimators = ["factored", "slate"] + (["scavenging_slate"] if args.slate_actions else [])
     for kind in ("cold", "warm"):
         if kind == "cold":
             shutil.rmtree(work / "stats_eval", ignore_errors=True)
         t0 = time.perf_counter()
-        ev = evaluate(spark, logs, decs, stats_dir=str(work / "stats_eval"), config=cfg,
-                      options=EvaluateOptions(estimators=["factored", "slate", "scavenging_base"]))
+        ev = scavenger.evaluate(logs, decs, estimators=estimators, stats_dir=str(work / "stats_eval"), gate="off",
+                                engine=args.engine)
         dt = time.perf_counter() - t0
         figures[f"evaluate_{kind}_s"] = round(dt, 2)
         figures[f"evaluate_{kind}_events_per_s"] = round(n / dt)
-    est = ev.estimates
+    est = ev.pandas
     fac = est[est["estimator"] == "factored"].set_index("policy_id")
     figures["factored_vs_truth"] = {p: [round(fac.loc[p, "value"], 4), round(fac.loc[p, "std_error"], 4),
                                         round(t["realized_value"], 4)] for p, t in truth["policies"].items()}

@@ -21,11 +21,11 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _rss_mb(pid: int) -> float:
+def _rss_mb(pid: int, field: str = "VmRSS") -> float:
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
@@ -75,9 +75,11 @@ def run(cmd: list, env: dict | None = None, cwd: str | None = None, timeout: flo
     done = threading.Event()
 
     def sample():
+        # every 20 ms for the first 2 s (a short command ends between two 0.2 s samples), then every 0.2 s; the
+        # root process's own high-water mark (VmHWM) bounds the peak from below when a sample misses it
         while not done.is_set():
-            peak[0] = max(peak[0], tree_rss_mb(proc.pid))
-            done.wait(0.2)
+            peak[0] = max(peak[0], tree_rss_mb(proc.pid), _rss_mb(proc.pid, "VmHWM"))
+            done.wait(0.02 if time.perf_counter() - start < 2.0 else 0.2)
     t = threading.Thread(target=sample, daemon=True)
     t.start()
     try:

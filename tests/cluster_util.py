@@ -38,8 +38,18 @@ JOBS_DIR = REPO / "jobs"
 LOG4J = REPO / "lib" / "scavenger" / "log4j2.properties"
 
 # JVM options for short jobs on few cores: the C1 JIT only (about half the CPU time of a cold Spark job) and the
-# serial collector. They change how fast the JVM runs, never what Spark computes.
+# serial collector. They change how fast the JVM runs, never what Spark computes. The tests' own session (the
+# ``spark`` fixture) runs for the whole suite, where the full JIT pays off, so it starts without them.
 FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def fast_jvm_env(env: dict | None = None) -> dict:
+    """``env`` (default: this process's environment) for a subprocess whose Spark JVMs are short-lived: Spark's
+    launcher adds $SPARK_SUBMIT_OPTS to every java command line, so they start with FAST_JVM_OPTS. An explicit
+    SPARK_SUBMIT_OPTS (even " ", to opt out) wins."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM_OPTS)
+    return env
 
 
 # --------------------------------------------------------------------------------------------------- locations

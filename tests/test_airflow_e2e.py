@@ -1,18 +1,22 @@
-"""End-to-end: both DAGs run for real (``dag.test()``, spark-submit, local master) on small generated logs.
+"""End-to-end: both DAGs run for real (``dag.test()``) on small generated logs, in a helper process with its own
+AIRFLOW_HOME (``python tests/test_airflow_e2e.py WORKDIR SIM`` returns the runs' data, which the tests check).
 
-* ``scavenger_daily`` for one dt: every task succeeds, its tables equal a direct command-line run of the same
-  job (1e-9 relative), and a second run of the same dt leaves identical tables, replaces that dt's directories
-  (a planted stale file disappears) and leaves another dt's directory alone;
-* on ``contextual`` logs the run stops at the gate: ``validate`` fails (exit 3, no retry) with the failing check
-  in the log and in result.json, and every downstream task ends ``upstream_failed``;
+* ``scavenger_daily`` for one dt, on the config's engine (Spark: every job a spark-submit, local master): every
+  task succeeds, its tables equal a direct command-line run of the same job (1e-9 relative); a second run of the
+  same dt with the per-run param ``engine=duckdb`` (each job in a local process) leaves the same tables, replaces
+  that dt's directories (a planted stale file disappears) and leaves another dt's directory alone;
+* on ``contextual`` logs (engine duckdb) the run stops at the gate: ``validate`` fails (exit 3, no retry) with the
+  failing check in the log and in result.json, and every downstream task ends ``upstream_failed``;
 * ``scavenger_evaluate`` with params for the same window and the daily ADC table reproduces the daily estimates;
   a run with a bad param is refused before any task runs.
-Skipped without Airflow; marked slow (each job is a spark-submit with its own JVM).
+Skipped without Airflow; marked e2e and slow (Airflow DAG runs; the Spark jobs are spark-submits with their own
+JVMs).
 """
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +29,6 @@ REPO = Path(__file__).resolve().parents[1]
 DAGS = REPO / "airflow_dags"
 sys.path.insert(0, str(DAGS))
 
-from conftest import background_call  # noqa: E402
 from scavenger_airflow.testing import isolate_airflow_home  # noqa: E402
 
 isolate_airflow_home()
@@ -39,7 +42,7 @@ if _MISSING:
 import pendulum  # noqa: E402
 from scavenger_airflow import config as C  # noqa: E402
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.e2e,
               pytest.mark.filterwarnings("ignore:GitWildMatchPattern:DeprecationWarning"),
               pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")]  # Airflow internals
 
@@ -63,7 +66,6 @@ def _load_dag(name: str):
             os.environ.pop("SCAVENGER_AIRFLOW_RETRIES")
         else:
             os.environ["SCAVENGER_AIRFLOW_RETRIES"] = old
-    assert module.dag.task_dict["plan"].retries == 0
     return module.dag
 
 
@@ -71,22 +73,27 @@ def _logical(day: str):
     return pendulum.parse(day, tz="UTC")
 
 
+def _migrate() -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
+                          timeout=600)
+
+
 @pytest.fixture(scope="module")
 def airflow_db():
-    proc = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    """This process's Airflow metadata DB (its own AIRFLOW_HOME): the migration's exit code and stderr."""
+    proc = _migrate()
+    return {"returncode": proc.returncode, "stderr": proc.stderr[-3000:]}
 
 
-def _generate_sim(spark, base: Path) -> Path:
+def _generate_sim(base: Path) -> Path:
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     # ranked layout (ads move between positions, so ADCs exist); its slates are drawn without replacement, so the
     # gate runs checks a,b,c,e (check d, factorized logging, fails on ranked slates by design)
     common = dict(layout="ranked", n_positions=3, n_ads=12, n_contexts=8, events_per_day=3000, start_date=DAY1,
                   seed=11)
-    generate(spark, GeneratorConfig(logging="uniform", days=2, **common), str(base / "uniform"))
-    generate(spark, GeneratorConfig(logging="contextual", days=1, **common), str(base / "contextual"))
+    generate("duckdb", GeneratorConfig(logging="uniform", days=2, **common), str(base / "uniform"))
+    generate("duckdb", GeneratorConfig(logging="contextual", days=1, **common), str(base / "contextual"))
     return base
 
 
@@ -145,23 +152,18 @@ def _result(job_dir: Path) -> dict:
 MARK = "=== scavenger-e2e: {} ==="
 
 
-def _run_dags(work: Path) -> dict:
-    """All of the module's DAG runs, in one process (tests/background_call.py):
-    scavenger_daily twice for DAY2 on uniform logs (snapshots of every job's tables after each run), once for DAY1
-    on contextual logs (stopped at the gate), and scavenger_evaluate for the window with the daily ADC table."""
-    from scavenger.session import get_spark
-
-    spark = get_spark(app_name="scavenger-tests-airflow-e2e", master=os.environ.get("SCAVENGER_TEST_MASTER",
-                                                                                     "local[2]"),
-                      conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
-                            "spark.ui.enabled": "false", "spark.driver.memory": "1g"})
-    sim = _generate_sim(spark, work / "sim")
-    spark.stop()
-    proc = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def _run_dags(work: Path, sim: Path) -> dict:
+    """All of the module's DAG runs, in the helper process (see ``__main__`` below); returns data only:
+    scavenger_daily twice for DAY2 on uniform logs (the config's engine, then the param engine=duckdb; snapshots of
+    every job's tables after each run), once for DAY1 on contextual logs (stopped at the gate), and
+    scavenger_evaluate for the window with the daily ADC table."""
+    proc = _migrate()
+    out = {"migrate": {"returncode": proc.returncode, "stderr": proc.stderr[-3000:]}}
+    if proc.returncode:
+        return out
 
     dag = _load_dag("scavenger_daily")
+    out["plan_retries"] = [dag.task_dict["plan"].retries]
     root = work / "daily_root"
     cfg = _config(sim, root, "uniform")
     _use_config(cfg)
@@ -175,49 +177,66 @@ def _run_dags(work: Path) -> dict:
     other_day = root / "adc" / f"dt={DAY1}"
     other_day.mkdir(parents=True)
     (other_day / "keep.txt").write_text("another dt")
-    second = dag.test(logical_date=_logical(DAY2))
-    daily = {"cfg": cfg, "root": root, "jobs": jobs, "states": (states1, _states(second)),
-             "snap": (snap1, {name: _tables(d) for name, d in jobs.items()}), "stale": stale, "other": other_day}
+    second = dag.test(logical_date=_logical(DAY2), run_conf={"engine": "duckdb"})
+    out["daily"] = {"cfg": cfg, "root": root, "jobs": jobs, "states": (states1, _states(second)),
+                    "snap": (snap1, {name: _tables(d) for name, d in jobs.items()}), "stale": stale,
+                    "other": other_day}
 
     gate_root = work / "gate_root"
-    _use_config(_config(sim, gate_root, "contextual"))
+    _use_config({**_config(sim, gate_root, "contextual"), "engine": "duckdb"})
+    gate_dag = _load_dag("scavenger_daily")
+    out["plan_retries"].append(gate_dag.task_dict["plan"].retries)
     for stream in (sys.stdout, sys.stderr):
         print(MARK.format("gate start"), file=stream, flush=True)
-    run = _load_dag("scavenger_daily").test(logical_date=_logical(DAY1))
+    run = gate_dag.test(logical_date=_logical(DAY1))
     for stream in (sys.stdout, sys.stderr):
         print(MARK.format("gate end"), file=stream, flush=True)
-    gate = {"root": gate_root, "state": str(run.state), "states": _states(run)}
+    out["gate"] = {"root": gate_root, "state": str(run.state), "states": _states(run)}
 
-    _use_config(cfg)
+    _use_config({**cfg, "engine": "duckdb"})
     conf = {"logs": cfg["logs"], "decisions": cfg["registry"][0]["decisions"], "date_from": DAY1, "date_to": DAY2,
             "adc_source": "daily"}
-    run = _load_dag("scavenger_evaluate").test(logical_date=_logical(DAY2), run_conf=conf)
+    evaluate_dag = _load_dag("scavenger_evaluate")
+    out["plan_retries"].append(evaluate_dag.task_dict["plan"].retries)
+    run = evaluate_dag.test(logical_date=_logical(DAY2), run_conf=conf)
     adhoc = list((root / "evaluate-adhoc").glob(f"{DAY1}_{DAY2}_*"))
-    evaluate = {"states": _states(run), "adhoc": adhoc, "tables": [_tables(d) for d in adhoc]}
-    return {"daily": daily, "gate": gate, "evaluate": evaluate}
-
-
-def _dag_runs_spec(work: Path):
-    """The DAG runs in their own process (own AIRFLOW_HOME), started in the background when collection ends
-    (tests/conftest.py, BACKGROUND): each task is a spark-submit, so this is minutes of mostly-waiting work."""
-    home = work / "airflow_home"
-    home.mkdir()
-    return background_call(__file__, "_run_dags", timeout=1500,
-                           env={"SCAVENGER_TEST_AIRFLOW_HOME": str(home)})(work)
-
-
-BACKGROUND = {"dag_runs": _dag_runs_spec}
+    out["evaluate"] = {"states": _states(run), "adhoc": adhoc, "tables": [_tables(d) for d in adhoc]}
+    return out
 
 
 @pytest.fixture(scope="module")
-def dag_runs(background_run) -> dict:
-    run = background_run("dag_runs")
-    return {**run.value(), "stdout": run.stdout, "stderr": run.stderr}
+def sim(tmp_path_factory) -> Path:
+    """The generated logs (uniform: 2 days; contextual: 1 day; on DuckDB, the same rows as on Spark)."""
+    return _generate_sim(tmp_path_factory.mktemp("airflow_sim"))
+
+
+@pytest.fixture(scope="module")
+def dag_runs(sim, tmp_path_factory) -> dict:
+    """The DAG runs in a helper process with its own AIRFLOW_HOME: its pickled data, exit code, stdout and stderr."""
+    work = tmp_path_factory.mktemp("airflow_e2e")
+    home = work / "airflow_home"
+    home.mkdir()
+    from cluster_util import fast_jvm_env
+
+    env = fast_jvm_env({**os.environ, "SCAVENGER_TEST_AIRFLOW_HOME": str(home), "SCAVENGER_PROGRESS": "0"})
+    env.pop("AIRFLOW_VAR_SCAVENGER_CONFIG", None)
+    proc = subprocess.run([sys.executable, __file__, str(work), str(sim)], capture_output=True, text=True,
+                          timeout=1500, env=env, cwd=REPO)
+    value = work / "value.pkl"
+    data = pickle.loads(value.read_bytes()) if value.exists() else {}
+    return {**data, "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
 
 
 @pytest.fixture(scope="module")
 def daily_runs(dag_runs) -> dict:
-    return dag_runs["daily"]
+    return dag_runs.get("daily")
+
+
+def test_helper_process_ran_every_dag(dag_runs):
+    assert dag_runs["returncode"] == 0, dag_runs["stderr"][-4000:]
+    assert dag_runs["migrate"]["returncode"] == 0, dag_runs["migrate"]["stderr"]
+    assert dag_runs["plan_retries"] == [0, 0, 0]      # the private DAG copies fail a failing job at once
+    assert {"daily", "gate", "evaluate"} <= set(dag_runs)
 
 
 def test_daily_run_succeeds_and_writes_each_jobs_tables(daily_runs):
@@ -225,9 +244,10 @@ def test_daily_run_succeeds_and_writes_each_jobs_tables(daily_runs):
     expected = {"plan", "validate", "stats_jobs", "stats[0]", "adc", "evaluate_jobs", "evaluate[0]", "report"}
     assert set(states1) == expected
     report_state = "success" if daily_runs["cfg"]["report"] == "required" else "skipped"
-    for states in (states1, states2):
-        assert {k: v for k, v in states.items() if k != "report"} == {k: "success" for k in expected - {"report"}}
-        assert states["report"] == report_state
+    for run, states in (("spark", states1), ("duckdb", states2)):
+        assert {k: v for k, v in states.items() if k != "report"} == {k: "success" for k in expected - {"report"}}, \
+            (run, states)
+        assert states["report"] == report_state, (run, states)
     snap = daily_runs["snap"][0]
     jobs = daily_runs["jobs"]
     for name, d in jobs.items():
@@ -246,7 +266,9 @@ def test_daily_run_succeeds_and_writes_each_jobs_tables(daily_runs):
     assert not {"slate_pi", "slate_pi_plus_plus"} & set(est["estimator"])
     assert est["checks"].str.contains("a:").all()
     diag = snap["evaluate"]["diagnostics"]
-    assert diag["metric"].str.contains("gate_note: slate_pi: check\\(s\\) d failed", regex=True).any()
+    # one note per set of failed checks, naming every estimator it leaves out
+    assert diag["metric"].str.contains(r"gate_note: (?:slate_\w+, )*slate_pi(?:, slate_\w+)*: check\(s\) d failed",
+                                       regex=True).any(), diag["metric"].tolist()
     assert np.isfinite(est["value"].to_numpy(dtype=float)).any()
     window_events = len(pd.read_parquet(daily_runs["cfg"]["logs"]))  # DAY1 and DAY2: the 2-day window
     assert window_events == 6000 and (est["n_events"] == window_events).all()
@@ -308,13 +330,27 @@ def test_evaluate_dag_reproduces_the_daily_estimates(dag_runs):
     assert evaluate["states"] == {"plan": "success", "evaluate": "success"}
     assert len(evaluate["adhoc"]) == 1
     assert _result(evaluate["adhoc"][0])["inputs"]["adc"] == str(daily["jobs"]["adc"])
-    _assert_same_tables(daily["snap"][1]["evaluate"], evaluate["tables"][0])
+    tables = daily["snap"][1]["evaluate"]
+    assert set(tables) - set(evaluate["tables"][0]) == {"estimates_by_day"}     # the daily job runs with --by-day
+    _assert_same_tables({k: v for k, v in tables.items() if k != "estimates_by_day"}, evaluate["tables"][0])
 
 
 def test_evaluate_dag_refuses_a_bad_param_before_running(airflow_db, daily_runs):
     from airflow.sdk.definitions.param import ParamValidationError
 
-    _use_config(daily_runs["cfg"])
-    with pytest.raises(ParamValidationError, match="Invalid input for param prior_mean"):
-        _load_dag("scavenger_evaluate").test(logical_date=_logical(DAY1), run_conf={"prior_mean": -1.0})
+    assert airflow_db["returncode"] == 0, airflow_db["stderr"]
+    dag = _load_dag("scavenger_evaluate")
+    assert dag.task_dict["plan"].retries == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AIRFLOW_VAR_SCAVENGER_CONFIG", json.dumps(daily_runs["cfg"]))
+        with pytest.raises(ParamValidationError, match="Invalid input for param prior_mean"):
+            dag.test(logical_date=_logical(DAY1), run_conf={"prior_mean": -1.0})
+
+
+if __name__ == "__main__":
+    # the helper process of the ``dag_runs`` fixture: python tests/test_airflow_e2e.py WORKDIR SIM
+    _work = Path(sys.argv[1])
+    _value = _run_dags(_work, Path(sys.argv[2]))
+    (_work / "value.pkl.tmp").write_bytes(pickle.dumps(_value))
+    os.replace(_work / "value.pkl.tmp", _work / "value.pkl")
 

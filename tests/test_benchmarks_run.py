@@ -1,104 +1,113 @@
-"""Smoke test of benchmarks/run at a tiny scale (3 days x 3k events, K = 3): every step runs, the CSV holds the
-expected rows, DuckDB's one-query PI equals scavenger's slate_pi, and the incremental window scans one day."""
+"""Smoke test of benchmarks/run at a tiny scale (3 days x 1k events, K = 3; a 31-day set of 100 events a day):
+every step runs on the DuckDB engine (the default for local files) beside both hand-written reference queries, the
+CSV and JSON hold the expected rows, the references' PI equals scavenger's slate_pi, and the 31-day window after one
+new day reads exactly that day and gives the numbers of a full rescan."""
 from __future__ import annotations
 
 import csv
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from cluster_util import fast_jvm_env
 
-pytestmark = pytest.mark.slow   # one Spark JVM of its own plus a DuckDB query: about a minute on 2 idle cores
+# its own processes: two `scavenger generate` (Spark), the Spark reference query, a few DuckDB evaluates
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "benchmarks" / "run"
-
-
-def _bench_spec(work: Path):
-    """benchmarks/run at the tiny scale; started in the background when collection ends (tests/conftest.py)."""
-    import importlib.util
-
-    from conftest import BackgroundSpec
-
-    if importlib.util.find_spec("duckdb") is None:
-        return None    # the fixture skips
-    cmd = [sys.executable, str(RUN), "--events", "9000", "--days", "3", "--positions", "3", "--ads", "50",
-           "--policies", "1,8", "--steps", "all", "--workdir", str(work), "--single-process",
-           "--no-great-expectations", "--master", os.environ.get("SCAVENGER_TEST_MASTER", "local[2]"),
-           "--driver-memory", "1g", "--conf", "spark.sql.shuffle.partitions=4", "--conf", "spark.ui.showConsoleProgress=false"]
-    return BackgroundSpec(cmd=cmd, cwd=REPO, timeout=900)
-
-
-BACKGROUND = {"bench": _bench_spec}
+EVENTS, DAYS, INC_PER_DAY = 3000, 3, 100
+EXPECTED = {("evaluate", "duckdb", 1), ("evaluate", "duckdb", 8), ("reference", "duckdb", 1),
+            ("reference", "spark", 1), ("incremental", "duckdb", 1), ("one_day", "duckdb", 1)}
 
 
 @pytest.fixture(scope="module")
-def bench(background_run):
+def bench(tmp_path_factory) -> dict:
+    """benchmarks/run at the tiny scale in its own process; returns its exit code, output, CSV rows and JSON."""
     pytest.importorskip("duckdb")
-    run = background_run("bench")
-    assert run.returncode == 0, run.tail()
-    work = run.workdir
-    with open(work / "figures.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    payload = json.loads((work / "figures.json").read_text())
-    return {"work": work, "rows": rows, "payload": payload, "stdout": run.stdout}
+    work = tmp_path_factory.mktemp("bench")
+    cmd = [sys.executable, str(RUN), "--events", str(EVENTS), "--days", str(DAYS), "--positions", "3",
+           "--slot-sizes", "3,4,5", "--engines", "duckdb", "--incremental-events-per-day", str(INC_PER_DAY),
+           "--gate", "report", "--workdir", str(work)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200,
+                          env=fast_jvm_env({**os.environ, "SCAVENGER_PROGRESS": "0"}))
+    rows = payload = None
+    if (work / "figures.csv").exists():
+        with open(work / "figures.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    if (work / "figures.json").exists():
+        payload = json.loads((work / "figures.json").read_text())
+    return {"returncode": proc.returncode, "stdout": proc.stdout, "output": proc.stdout[-3000:] + proc.stderr[-3000:],
+            "work": work, "rows": rows, "payload": payload}
 
 
-def _rows(rows, step, mode=None, policies=None):
-    return [r for r in rows if r["step"] == step and (mode is None or r["mode"] == mode)
-            and (policies is None or r["policies"] == str(policies))]
+def _by_key(bench) -> dict:
+    return {(r["step"], r["engine"], r["policies"]): r for r in bench["payload"]["rows"]}
 
 
-def test_csv_has_every_step_and_mode(bench):
-    rows = bench["rows"]
-    assert not [r for r in rows if r["mode"] == "failed"], [r["note"] for r in rows if r["mode"] == "failed"]
-    expected = {("generate", "", "cold"), ("generate", "", "derived"), ("validate", "4", "cold"),
-                ("validate", "4", "warm"), ("adc", "0", "cold"), ("adc", "0", "warm"),
-                ("evaluate", "1", "cold"), ("evaluate", "1", "warm"), ("evaluate", "8", "cold"),
-                ("evaluate", "8", "warm"), ("incremental", "1", "incremental"),
-                ("duckdb", "1", "cold"), ("duckdb", "1", "warm")}
-    got = {(r["step"], "" if r["step"] == "generate" else r["policies"], r["mode"]) for r in rows}
-    assert expected <= got, expected - got
-    for r in rows:
-        assert r["K"] == "3" and r["days"] == "3"
-        assert float(r["seconds"]) > 0
-        if r["step"] in ("validate", "adc", "evaluate", "incremental", "duckdb"):
-            assert int(r["events"]) == 9000
-            assert float(r["events_per_s"]) > 0
-        if r["step"] != "duckdb":
-            assert float(r["driver_jvm_peak_mb"]) > 0
-        assert float(r["driver_python_peak_mb"]) > 0
-    assert set(bench["rows"][0].keys()) >= {"events", "days", "K", "step", "policies", "mode", "seconds",
-                                            "events_per_s", "days_scanned", "driver_jvm_peak_mb",
-                                            "driver_python_peak_mb", "executor_peak_mb", "value_check", "note"}
-    # eight policies really are eight different targets, each with all its estimators
-    ev8 = [r for r in bench["payload"]["records"] if r["step"] == "evaluate" and r["policies"] == 8]
-    assert ev8 and all(r["n_estimates"] >= 8 * 6 for r in ev8)
-    assert "Issue targets" in bench["stdout"]
+def test_run_exits_0_with_every_step_in_csv_and_json(bench):
+    assert bench["returncode"] == 0, bench["output"]
+    rows, csv_rows = bench["payload"]["rows"], bench["rows"]
+    assert {(r["step"], r["engine"], r["policies"]) for r in rows} == EXPECTED
+    assert len(rows) == len(EXPECTED) == len(csv_rows)
+    assert list(csv_rows[0].keys()) == ["step", "engine", "policies", "events", "seconds", "peak_mb", "value", "note"]
+    for r, c in zip(rows, csv_rows):
+        assert (c["step"], c["engine"], c["policies"]) == (r["step"], r["engine"], str(r["policies"]))
+        assert r["events"] == EVENTS
+        assert r["seconds"] > 0 and float(c["seconds"]) == r["seconds"]
+        assert r["peak_mb"] > 0                   # the process tree's resident memory was sampled
+    notes = {k: r["note"] for k, r in _by_key(bench).items()}
+    assert notes[("evaluate", "duckdb", 1)] == "engine duckdb"
+    assert notes[("evaluate", "duckdb", 8)] == "8 policies"   # eight targets really are eight policies
+    assert bench["payload"]["config"]["events"] == EVENTS and bench["payload"]["machine"]["cores"] >= 1
 
 
-def test_duckdb_pi_equals_scavenger_slate_pi(bench):
+def test_verdicts_compare_each_figure_with_its_target(bench):
+    verdicts = bench["payload"]["verdicts"]
+    assert verdicts[0] == "targets:"
+    for what in ("evaluate (default engine for local files: DuckDB) / hand-written Spark query",
+                 "evaluate --engine duckdb / hand-written DuckDB query", "8 policies / 1 policy (duckdb)",
+                 "31-day window after one new day / one-day evaluate (duckdb)"):
+        line = next((v for v in verdicts if what in v), None)
+        assert line is not None and line.rstrip().endswith(("-> met", "-> not met")), (what, verdicts)
+        assert line in bench["stdout"]
+
+
+def test_reference_queries_equal_scavenger_slate_pi(bench):
+    rows = _by_key(bench)
+    pi = rows[("evaluate", "duckdb", 1)]["value"]
+    assert isinstance(pi, float) and 0 < pi < 3                  # 3 slots, click rewards
+    assert rows[("reference", "duckdb", 1)]["value"] == pytest.approx(pi, rel=1e-9)
+    assert rows[("reference", "spark", 1)]["value"] == pytest.approx(pi, rel=1e-9)
+    result = json.loads((bench["work"] / "ev1-duckdb" / "result.json").read_text())
+    assert result["status"] == "ok" and result["engine"]["name"] == "duckdb"
+    assert result["counts"]["logs"]["rows_used"] == EVENTS and result["counts"]["policies"] == 1
+    ev8 = json.loads((bench["work"] / "ev8-duckdb" / "result.json").read_text())
+    assert ev8["counts"]["policies"] == 8 and ev8["counts"]["logs"]["rows_used"] == EVENTS
+
+
+def test_incremental_reads_exactly_the_new_day_and_equals_a_rescan(bench, tmp_path):
+    from scavenger.cli import main
+
+    inc = _by_key(bench)[("incremental", "duckdb", 1)]
+    assert inc["note"] == f"days read 1 of 31, rows read {INC_PER_DAY}"
     work = bench["work"]
-    ref = json.loads(next((work / "data").glob("*/results/evaluate-p1.json")).read_text())
-    dd = [r for r in bench["payload"]["records"] if r["step"] == "duckdb"]
-    assert len(dd) == 2
-    for r in dd:
-        assert r["events"] == ref["slate_pi_n"] == 9000
-        assert r["duckdb_value"] == pytest.approx(ref["slate_pi"], rel=1e-9)
-        assert r["duckdb_std_error"] == pytest.approx(ref["slate_pi_se"], rel=1e-9)
-        assert r["rel_diff"] < 1e-9
-
-
-def test_incremental_scans_exactly_the_new_day(bench):
-    inc = _rows(bench["rows"], "incremental")
-    assert len(inc) == 1
-    for r in inc:
-        assert r["days_scanned"] == "1", r
-        assert "scanned 2026-01-03" in r["note"]
-        # merging stored days gives the numbers of a full rescan
-        rel = float(r["value_check"].split("rel_diff=")[1].split()[0])
-        assert rel < 1e-9
-    for r in _rows(bench["rows"], "evaluate"):
-        assert r["days_scanned"] == "3"   # cold and warm: empty store, full rescan
+    first30 = json.loads((work / "inc30-duckdb" / "result.json").read_text())["counts"]
+    assert (first30["days"], first30["days_scanned"]) == (30, 30)
+    window = json.loads((work / "inc31-duckdb" / "result.json").read_text())["counts"]
+    assert (window["days"], window["days_scanned"], window["days_loaded"]) == (31, 1, 30)
+    assert window["rows_read"] == INC_PER_DAY and window["logs"]["rows_used"] == 31 * INC_PER_DAY
+    # merging the stored days gives the numbers of a full rescan of the 31 days
+    data = next(work.glob(f"inc{INC_PER_DAY}-k3"))
+    assert main(["evaluate", "--logs", str(data / "gen" / "logs"), "--decisions", str(data / "dec1"), "--gate",
+                 "report", "--out", str(tmp_path / "rescan")]) == 0
+    keys = ["policy_id", "estimator", "interval_kind"]
+    merged = pd.read_parquet(work / "inc31-duckdb" / "estimates").sort_values(keys).reset_index(drop=True)
+    rescan = pd.read_parquet(tmp_path / "rescan" / "estimates").sort_values(keys).reset_index(drop=True)
+    assert merged[keys].values.tolist() == rescan[keys].values.tolist() and len(merged) > 0
+    for col in ("value", "std_error", "ci_low", "ci_high"):
+        pd.testing.assert_series_equal(merged[col], rescan[col], rtol=1e-9, atol=1e-12, obj=col)

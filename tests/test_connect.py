@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cluster_util import fast_jvm_env
 from reference import build_random, write_parquet
 
 pytestmark = pytest.mark.e2e
@@ -31,8 +32,8 @@ def connect_server(tmp_path_factory):
     home = Path(pyspark.__file__).parent
     work = tmp_path_factory.mktemp("connect")
     port = _free_port()
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOG_DIR": str(work), "SPARK_PID_DIR": str(work),
-           "SPARK_IDENT_STRING": f"scv{port}"}
+    env = fast_jvm_env({**os.environ, "SPARK_HOME": str(home), "SPARK_LOG_DIR": str(work),
+                        "SPARK_PID_DIR": str(work), "SPARK_IDENT_STRING": f"scv{port}"})
     start = [str(home / "sbin" / "start-connect-server.sh"), "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
              "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.sql.shuffle.partitions=4",
              "--conf", "spark.driver.memory=2g", "--conf", "spark.ui.enabled=false"]

@@ -17,8 +17,6 @@ import pytest
 import scavenger
 from scavenger import cli
 
-from conftest import OBD_DIR
-
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "example.ipynb"
 KEYS = ["policy_id", "estimator", "interval_kind"]
@@ -38,13 +36,13 @@ def assert_same_table(a: pd.DataFrame, b: pd.DataFrame, keys, numbers, rel=1e-9)
 
 
 @pytest.fixture(scope="module")
-def small_generated(spark, tmp_path_factory):
+def small_generated(tmp_path_factory):
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     out = tmp_path_factory.mktemp("api") / "gen"
     cfg = GeneratorConfig(layout="ranked", logging="uniform", n_positions=3, n_ads=5, n_contexts=4, days=2,
                           events_per_day=1500, seed=5)
-    truth = generate(spark, cfg, str(out))
+    truth = generate("duckdb", cfg, str(out))   # the same rows as on Spark (portable hash)
     return out, truth
 
 
@@ -54,7 +52,7 @@ def test_api_evaluate_and_adc_equal_the_cli(spark, small_generated, tmp_path):
     gen, truth = small_generated
     logs, decisions = read_logs(spark, str(gen / "logs")), read_decisions(spark, str(gen / "decisions"))
     estimators = "scavenging,factored,ips,pi,pi_plus_plus,pi_beta"
-    res = scavenger.evaluate(logs, decisions, estimators=estimators.split(","))
+    res = scavenger.evaluate(logs, decisions, estimators=estimators.split(","), gate="off")   # as the CLI below
     assert cli.main(["evaluate", "--gate", "off", "--logs", str(gen / "logs"), "--decisions", str(gen / "decisions"),
                      "--estimators", estimators, "--out", str(tmp_path / "ev")]) == 0
     cli_est = pd.read_parquet(tmp_path / "ev" / "estimates")
@@ -69,30 +67,34 @@ def test_api_evaluate_and_adc_equal_the_cli(spark, small_generated, tmp_path):
     theirs = cli_diag.assign(slot=lambda d: d["slot"].astype(float).fillna(-1))
     assert_same_table(mine.assign(slot=mine["slot"].fillna(-1)), theirs, ["policy_id", "metric", "slot"], ["value"])
 
-    a = scavenger.adc(logs)
+    a = scavenger.adc(logs, gate="off")
     assert cli.main(["adc", "--gate", "off", "--logs", str(gen / "logs"), "--out", str(tmp_path / "adc")]) == 0
     assert_same_table(a.to_pandas(), pd.read_parquet(tmp_path / "adc" / "adc"), ["method", "position", "interval_kind"],
                       ["coefficient", "std_error", "ci_low", "ci_high", "ads_used", "impressions_used", "dcg"])
     assert a.table.count() == len(a.to_pandas())
 
 
-def test_api_validate_wraps_run_gate(spark, small_generated):
-    pytest.importorskip("scavenger.checks.gate")
-    from scavenger.checks.gate import GateConfig, run_gate
+def test_api_validate_equals_the_cli(spark, small_generated, tmp_path):
+    import json
+
     from scavenger.contract import read_decisions, read_logs
 
     gen, _ = small_generated
     logs, decisions = read_logs(spark, str(gen / "logs")), read_decisions(spark, str(gen / "decisions"))
     v = scavenger.validate(logs, decisions, checks="a,b,e")
-    g = run_gate(spark, logs, decisions, checks=("a", "b", "e"), config=GateConfig(great_expectations=False))
-    assert v.pandas[["check", "scope", "verdict"]].values.tolist() == \
-        g.verdicts[["check", "scope", "verdict"]].values.tolist()
-    np.testing.assert_allclose(v.pandas["statistic"].to_numpy(dtype=float), g.verdicts["statistic"].to_numpy(dtype=float),
+    assert cli.main(["validate", "--logs", str(gen / "logs"), "--decisions", str(gen / "decisions"), "--checks",
+                     "a,b,e", "--no-great-expectations", "--out", str(tmp_path / "val")]) == 0
+    g = pd.read_parquet(tmp_path / "val" / "validation")
+    result = json.loads((tmp_path / "val" / "result.json").read_text())
+    order = ["check", "scope", "verdict"]
+    mine, theirs = v.pandas.sort_values(order).reset_index(drop=True), g.sort_values(order).reset_index(drop=True)
+    assert mine[order].values.tolist() == theirs[order].values.tolist()
+    np.testing.assert_allclose(mine["statistic"].to_numpy(dtype=float), theirs["statistic"].to_numpy(dtype=float),
                                rtol=1e-9)
     assert v.counts["logs"]["rows_in"] == 3000 == v.counts["logs"]["rows_used"] + v.counts["logs"]["rows_quarantined"]
+    assert v.counts["logs"] == result["counts"]["logs"]
+    assert {c.split(".")[0] for c in mine["check"]} >= {"a", "b", "e"} and not v.failed
     assert v.table.count() == len(v.pandas)
-    v.gate.release()
-    g.release()
 
 
 def test_unknown_estimator_is_a_usage_error(spark, small_generated):
@@ -105,8 +107,8 @@ def test_unknown_estimator_is_a_usage_error(spark, small_generated):
                            estimators=["not_an_estimator"])
 
 
-# The notebook runs top to bottom in a real IPython kernel driven by nbclient, in a helper process started in the
-# background when collection ends (tests/conftest.py); the executed copy is kept in that run's directory.
+# The notebook runs top to bottom in a real IPython kernel driven by nbclient, in a helper process; the executed
+# copy is kept in the fixture's directory.
 _EXECUTE = """
 import sys
 from pathlib import Path
@@ -125,39 +127,52 @@ finally:
 """
 
 
-def _notebook_spec(work: Path):
-    import importlib.util
-
-    from conftest import BackgroundSpec
-
-    if not OBD_DIR.exists() or any(importlib.util.find_spec(m) is None
-                                   for m in ("nbformat", "nbclient", "ipykernel")):
-        return None    # the test skips
-    env = {"SCAVENGER_NOTEBOOK_WORKDIR": str(work / "work"), "SCAVENGER_OBD_DIR": str(OBD_DIR),
-           "SCAVENGER_NOTEBOOK_EVENTS": "1500", "SCAVENGER_PROGRESS": "0",
-           "SCAVENGER_MASTER": os.environ.get("SCAVENGER_TEST_MASTER", "local[2]")}
-    return BackgroundSpec(cmd=[sys.executable, "-c", _EXECUTE, NOTEBOOK, work / "example.executed.ipynb"],
-                          cwd=NOTEBOOK.parent, env=env, timeout=1500)
-
-
-BACKGROUND = {"notebook_run": _notebook_spec}
-
-
 @pytest.fixture(scope="module")
-def notebook_run(background_run):
-    return background_run("notebook_run")
+def notebook_run(obd_dir, tmp_path_factory) -> dict:
+    """The example notebook executed at a small scale; returns the helper's exit code and output, and the paths."""
+    for module in ("nbformat", "nbclient", "ipykernel"):
+        pytest.importorskip(module)
+    import subprocess
+
+    from cluster_util import fast_jvm_env
+
+    work = tmp_path_factory.mktemp("notebook")
+    env = fast_jvm_env({**os.environ, "SCAVENGER_NOTEBOOK_WORKDIR": str(work / "work"),
+                        "SCAVENGER_OBD_DIR": str(obd_dir), "SCAVENGER_NOTEBOOK_EVENTS": "1500",
+                        "SCAVENGER_PROGRESS": "0",
+                        "SCAVENGER_MASTER": os.environ.get("SCAVENGER_TEST_MASTER", "local[2]")})
+    executed = work / "example.executed.ipynb"
+    proc = subprocess.run([sys.executable, "-c", _EXECUTE, str(NOTEBOOK), str(executed)], cwd=NOTEBOOK.parent,
+                          env=env, capture_output=True, text=True, timeout=1500)
+    return {"returncode": proc.returncode, "output": _error_outputs(executed) or proc.stderr[-4000:],
+            "work": work / "work", "executed": executed}
+
+
+def _error_outputs(executed: Path) -> str:
+    """The failing cell's source and error (name, value, last traceback lines) from the executed copy."""
+    import re
+
+    import nbformat
+
+    if not executed.exists():
+        return ""
+    errors = []
+    for cell in nbformat.read(executed, as_version=4).cells:
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                tb = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(o.get("traceback", [])[-3:]))
+                errors.append(f"{cell.source[:400]}\n{o['ename']}: {o['evalue'][:1500]}\n{tb[-1500:]}")
+    return "\n\n".join(errors)
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_example_notebook_runs_and_matches_the_cli(spark, obd_dir, tmp_path, notebook_run):
-    nbformat = pytest.importorskip("nbformat")
-    pytest.importorskip("nbclient")
-    pytest.importorskip("ipykernel")
+    import nbformat
 
-    run = notebook_run
-    assert run.returncode == 0, run.tail()
-    work = run.workdir / "work"
-    nb = nbformat.read(run.workdir / "example.executed.ipynb", as_version=4)
+    assert notebook_run["returncode"] == 0, notebook_run["output"]
+    work = notebook_run["work"]
+    nb = nbformat.read(notebook_run["executed"], as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 6  # ADC, 2 forest kinds, alpha, reduction
@@ -165,14 +180,15 @@ def test_example_notebook_runs_and_matches_the_cli(spark, obd_dir, tmp_path, not
     # generated logs: the notebook's estimates equal `scavenger evaluate` on the same files
     nb_est = pd.read_parquet(work / "notebook_estimates.parquet")
     estimators = (work / "notebook_estimators.txt").read_text()
-    assert cli.main(["evaluate", "--gate", "off", "--logs", str(work / "gen" / "logs"), "--decisions", str(work / "gen" / "decisions"),
-                     "--estimators", estimators, "--out", str(tmp_path / "ev")]) == 0
+    assert cli.main(["evaluate", "--gate", "off", "--logs", str(work / "gen" / "logs"), "--decisions",
+                     str(work / "gen" / "decisions"), "--estimators", estimators, "--out", str(tmp_path / "ev")]) == 0
     assert_same_table(nb_est, pd.read_parquet(tmp_path / "ev" / "estimates"), KEYS, NUMBERS)
     assert {"slate_pi", "slate_pi_plus_plus", "scavenging_slate"} <= set(nb_est["estimator"])
 
     # OBD: the notebook's estimates of its fitted policy equal `scavenger evaluate` on the files it wrote
-    assert cli.main(["evaluate", "--gate", "off", "--logs", str(work / "obd_top_logs"), "--decisions", str(work / "obd_most_clicked"),
-                     "--estimators", "scavenging,ips,snips", "--uniform-logging", "--out", str(tmp_path / "obd_ev")]) == 0
+    assert cli.main(["evaluate", "--gate", "off", "--logs", str(work / "obd_top_logs"), "--decisions",
+                     str(work / "obd_most_clicked"), "--estimators", "scavenging,ips,snips", "--uniform-logging",
+                     "--out", str(tmp_path / "obd_ev")]) == 0
     nb_obd = pd.read_parquet(work / "notebook_obd_estimates.parquet")
     assert len(nb_obd) >= 3 and set(nb_obd["policy_id"]) == {"most_clicked"}
     assert_same_table(nb_obd, pd.read_parquet(tmp_path / "obd_ev" / "estimates"), KEYS, NUMBERS)
@@ -180,7 +196,8 @@ def test_example_notebook_runs_and_matches_the_cli(spark, obd_dir, tmp_path, not
     # OBD: the notebook's ADCs equal ingest-obd + adc through the CLI
     assert cli.main(["ingest-obd", "--obd-dir", str(obd_dir), "--policies", "random",
                      "--out", str(tmp_path / "obd")]) == 0
-    assert cli.main(["adc", "--gate", "off", "--logs", str(tmp_path / "obd" / "logs"), "--out", str(tmp_path / "obd_adc")]) == 0
+    assert cli.main(["adc", "--gate", "off", "--logs", str(tmp_path / "obd" / "logs"),
+                     "--out", str(tmp_path / "obd_adc")]) == 0
     nb_adc = pd.read_parquet(work / "notebook_obd_adc.parquet")
     assert_same_table(nb_adc, pd.read_parquet(tmp_path / "obd_adc" / "adc"), ["method", "position", "interval_kind"],
                       ["coefficient", "std_error", "ci_low", "ci_high", "ads_used", "impressions_used"])

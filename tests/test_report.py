@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import background_call
 from scavenger import cli
 from scavenger.report import build, inputs as rinputs
 
@@ -89,6 +88,15 @@ def _same(a, b) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
+def _same_multiset(a, b) -> bool:
+    """The same numbers in any order (NaN equal to NaN)."""
+    def key(v):
+        return (math.isnan(v), 0.0 if math.isnan(v) else v)
+
+    a, b = sorted(map(float, a), key=key), sorted(map(float, b), key=key)
+    return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+
+
 # ---- pure pieces -------------------------------------------------------------------------------------------------
 def test_truth_for_window_is_the_event_weighted_mean_of_days():
     gt = {"policies": {"p": {"per_day": {"2026-01-01": 0.2, "2026-01-02": 0.5, "2026-01-03": 0.9}}},
@@ -158,48 +166,47 @@ def test_report_bad_arguments_exit_2(tmp_path, capsys):
 D1, D2 = "2026-01-01", "2026-01-02"
 
 
-def _report_work(base: Path) -> dict:
-    """Generate, adc, evaluate (two days), validate a dirtied day and report -- in its own process, in the
-    background (tests/conftest.py)."""
-    from conftest import background_spark
+@pytest.fixture(scope="module")
+def report_run(spark, tmp_path_factory) -> dict:
+    """Generate, then adc, evaluate (two daily runs), validate a dirtied day (duplicated with the suite's Spark
+    session) and report through ``cli.main`` (DuckDB, the default engine for local paths); returns each job's exit
+    code."""
+    from scavenger.contract import read_logs, write_partitioned
     from scavenger.simulation.generator import GeneratorConfig, generate
 
-    spark = background_spark()
+    base = tmp_path_factory.mktemp("report")
     gen = base / "gen"
     cfg = GeneratorConfig(layout="ranked", logging="uniform", n_positions=3, n_ads=6, n_contexts=6, days=2,
                           events_per_day=2500, start_date=D1, seed=11)
-    generate(spark, cfg, str(gen))
+    generate("duckdb", cfg, str(gen))          # the same rows as on Spark, faster
     root = base / "root"
     logs, decisions, stats = str(gen / "logs"), str(gen / "decisions"), str(base / "stats")
-    assert cli.main(["adc", "--gate", "off", "--logs", logs, "--from", D1, "--to", D2, "--stats-dir", stats,
-                     "--out", str(root / "adc" / f"dt={D2}")]) == 0
+    codes = {"adc": cli.main(["adc", "--gate", "off", "--logs", logs, "--from", D1, "--to", D2, "--stats-dir", stats,
+                              "--out", str(root / "adc" / f"dt={D2}")])}
     for dt in (D1, D2):
-        assert cli.main(["evaluate", "--gate", "off", "--logs", logs, "--decisions", decisions, "--from", D1, "--to", dt,
-                         "--estimators", "factored,pi,pi_plus_plus,ips,scavenging", "--stats-dir", stats,
-                         "--out", str(root / "evaluate" / "demo" / f"dt={dt}")]) == 0
-    has_validate = (Path(cli.__file__).parent / "commands" / "validate.py").exists()
-    if has_validate:
-        # validate a copy of day 2 with 3 duplicated events, so the quarantine is not empty
-        from scavenger.contract import read_logs, write_partitioned
-
-        day = read_logs(spark, logs, D2, D2)
-        dirty = str(base / "dirty_logs")
-        write_partitioned(day.unionByName(day.orderBy("event_id").limit(3)), dirty)
-        code = cli.main(["validate", "--logs", dirty, "--decisions", decisions, "--from", D2, "--to", D2,
-                         "--out", str(root / "validate" / f"dt={D2}"), "--no-gate"])
-        assert code == 0
+        codes[f"evaluate {dt}"] = cli.main(
+            ["evaluate", "--gate", "off", "--logs", logs, "--decisions", decisions, "--from", D1, "--to", dt,
+             "--estimators", "factored,pi,pi_plus_plus,ips,scavenging", "--stats-dir", stats,
+             "--out", str(root / "evaluate" / "demo" / f"dt={dt}")])
+    # validate a copy of day 2 with 3 duplicated events, so the quarantine is not empty
+    day = read_logs(spark, logs, D2, D2)
+    dirty = str(base / "dirty_logs")
+    write_partitioned(day.unionByName(day.orderBy("event_id").limit(3)), dirty)
+    codes["validate"] = cli.main(["validate", "--logs", dirty, "--decisions", decisions, "--from", D2, "--to", D2,
+                                  "--out", str(root / "validate" / f"dt={D2}"), "--no-gate"])
     out = base / "report"
-    assert cli.main(["report", "--root", str(root), "--dt", D2, "--ground-truth", str(gen / "ground_truth.json"),
-                     "--out", str(out)]) == 0
-    return {"root": root, "gen": gen, "out": out, "html": out / "report.html", "has_validate": has_validate}
+    codes["report"] = cli.main(["report", "--root", str(root), "--dt", D2, "--ground-truth",
+                                str(gen / "ground_truth.json"), "--out", str(out)])
+    return {"root": root, "gen": gen, "out": out, "html": out / "report.html", "codes": codes}
 
 
-BACKGROUND = {"report_run": background_call(__file__, "_report_work")}
-
-
-@pytest.fixture(scope="module")
-def report_run(background_run) -> dict:
-    return background_run("report_run").value()
+@pytest.mark.slow
+def test_report_chain_exits_0(report_run):
+    codes = report_run["codes"]
+    assert codes["adc"] == 0
+    assert codes[f"evaluate {D1}"] == 0 and codes[f"evaluate {D2}"] == 0
+    assert codes["validate"] == 0
+    assert codes["report"] == 0
 
 
 @pytest.mark.slow
@@ -264,32 +271,31 @@ def test_report_has_every_section_with_the_run_numbers(report_run):
             day = pd.read_parquet(root / "evaluate" / "demo" / f"dt={dt}" / "estimates")
             day = day[(day["policy_id"] == p) & (day["estimator"] != "reorder_lift")]
             t = trend[trend["run_dt"] == dt]
-            assert sorted(t["value"].tolist()) == sorted(day["value"].tolist())
+            assert _same_multiset(t["value"], day["value"]), (p, dt)  # NaN: estimates not identified
 
     # overview: the data window and the jobs' row counts
     assert f"{D1}..{D2}" in html_path.read_text()
     counts = pd.DataFrame(rep.tables["row_counts"])
     ev_result = json.loads((root / "evaluate" / "demo" / f"dt={D2}" / "result.json").read_text())
-    assert counts[(counts["job"] == "evaluate") & (counts["count"] == "events")]["value"].iloc[0] == \
-        ev_result["counts"]["events"] == 5000
+    assert counts[(counts["job"] == "evaluate") & (counts["count"] == "logs.rows_used")]["value"].iloc[0] == \
+        ev_result["counts"]["logs"]["rows_used"] == 5000
 
-    # validation verdicts + quarantine counts (when the validate job exists in this checkout)
-    if report_run["has_validate"]:
-        val = pd.read_parquet(root / "validate" / f"dt={D2}" / "validation")
-        page = pd.DataFrame(rep.tables["validation"])
-        assert len(page) == len(val)
-        assert sorted(page["verdict"]) == sorted(val["verdict"])
-        assert sorted(page["message"]) == sorted(val["message"])
-        vres = json.loads((root / "validate" / f"dt={D2}" / "result.json").read_text())
-        quarantined = sum(v["rows_quarantined"] for v in vres["counts"].values()
-                          if isinstance(v, dict) and "rows_quarantined" in v)
-        assert vres["counts"]["logs"]["rows_quarantined"] == 3
-        assert named[("quarantine_total", None)] == quarantined
-        assert counts[(counts["job"] == "validate") & (counts["count"] == "logs.rows_in")]["value"].iloc[0] == \
-            vres["counts"]["logs"]["rows_in"] == 2503
-        docs = [u for u in rep.links if u.endswith("index.html")]
-        if vres["outputs"].get("data_docs"):
-            assert len(docs) == 1 and (report_run["out"] / docs[0]).resolve().exists()
+    # validation verdicts + quarantine counts
+    val = pd.read_parquet(root / "validate" / f"dt={D2}" / "validation")
+    page = pd.DataFrame(rep.tables["validation"])
+    assert len(page) == len(val)
+    assert sorted(page["verdict"]) == sorted(val["verdict"])
+    assert sorted(page["message"]) == sorted(val["message"])
+    vres = json.loads((root / "validate" / f"dt={D2}" / "result.json").read_text())
+    quarantined = sum(v["rows_quarantined"] for v in vres["counts"].values()
+                      if isinstance(v, dict) and "rows_quarantined" in v)
+    assert vres["counts"]["logs"]["rows_quarantined"] == 3
+    assert named[("quarantine_total", None)] == quarantined
+    assert counts[(counts["job"] == "validate") & (counts["count"] == "logs.rows_in")]["value"].iloc[0] == \
+        vres["counts"]["logs"]["rows_in"] == 2503
+    docs = [u for u in rep.links if u.endswith("index.html")]
+    if vres["outputs"].get("data_docs"):
+        assert len(docs) == 1 and (report_run["out"] / docs[0]).resolve().exists()
 
     # plots: real PNGs, embedded; nothing points to the network
     pngs = [s for s in rep.images if s.startswith("data:image/png;base64,")]
@@ -304,6 +310,7 @@ def _chromium() -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_report_renders_in_headless_chromium(report_run, tmp_path):
     binary = _chromium()
     if binary is None:
@@ -332,32 +339,31 @@ def test_report_renders_in_headless_chromium(report_run, tmp_path):
         assert a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
 
 
-# ---- progress: Spark jobs inside a phase carry its description -----------------------------------------------------
-def test_phase_names_spark_jobs_and_restores(spark, capsys, monkeypatch):
-    from scavenger.progress import DESCRIPTION_KEY, console_progress_conf, phase
+# ---- progress: Spark jobs inside a phase carry its job tag --------------------------------------------------------
+def test_phase_tags_spark_jobs_and_restores(spark, capsys, monkeypatch):
+    from scavenger.progress import console_progress_conf, phase
 
     monkeypatch.delenv("SCAVENGER_PROGRESS", raising=False)
-    sc = spark.sparkContext
-    before = sc.getLocalProperty(DESCRIPTION_KEY)
+    before = set(spark.getTags())
     with phase(spark, "statistics", "scan 2026-01-01") as outer:
-        assert outer == "scavenger statistics: scan 2026-01-01" == sc.getLocalProperty(DESCRIPTION_KEY)
-        with phase(spark, "write", "quarantine", group="scavenger-test-group"):
-            assert sc.getLocalProperty(DESCRIPTION_KEY) == "scavenger write: quarantine"
-            assert sc.getLocalProperty("spark.jobGroup.id") == "scavenger-test-group"
+        assert outer == "scavenger statistics: scan 2026-01-01"
+        assert "scavenger-statistics" in spark.getTags()
+        with phase(spark, "write", "quarantine", group="test-group"):
+            assert {"scavenger-statistics", "scavenger-test-group"} <= set(spark.getTags())
+            assert "scavenger-write" not in spark.getTags()          # the group names the tag
             assert spark.range(10).count() == 10
-        assert sc.getLocalProperty(DESCRIPTION_KEY) == outer
-        assert sc.getLocalProperty("spark.jobGroup.id") is None
+        assert "scavenger-statistics" in spark.getTags()
+        assert "scavenger-test-group" not in spark.getTags()
         assert spark.range(7).count() == 7
-    assert sc.getLocalProperty(DESCRIPTION_KEY) == before
-    # the descriptions reached Spark's status store (what the UI / History Server / progress bar show)
-    store = sc._jsc.sc().statusStore()
+    assert set(spark.getTags()) == before
+    # the tags reached Spark's status store (what the UI / History Server show, what spark.interruptTag cancels)
+    store = spark.sparkContext._jsc.sc().statusStore()
     jobs = store.jobsList(None)
-    descriptions = set()
-    for i in range(jobs.size()):
-        desc = jobs.apply(i).description()
-        if desc.isDefined():
-            descriptions.add(desc.get())
-    assert {"scavenger write: quarantine", "scavenger statistics: scan 2026-01-01"} <= descriptions
+    # (classic Spark stores a session tag as spark-session-<id>-thread-<id>-<tag>)
+    tags = [{t.rsplit("-thread-", 1)[-1].split("-", 5)[-1] for t in jobs.apply(i).jobTags().mkString("\t").split("\t")}
+            for i in range(jobs.size())]
+    assert any({"scavenger-test-group", "scavenger-statistics"} <= t for t in tags), tags
+    assert any("scavenger-statistics" in t and "scavenger-test-group" not in t for t in tags), tags
     err = capsys.readouterr().err
     assert "[scavenger] scavenger statistics: scan 2026-01-01 done in" in err
     with open(os.devnull, "w") as devnull:

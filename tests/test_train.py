@@ -13,8 +13,6 @@ import os
 import pandas as pd
 import pytest
 
-from conftest import background_call
-
 M = 4
 TRAIN = ("2026-01-01", "2026-01-02")
 SCORE = ("2026-01-03", "2026-01-03")
@@ -30,7 +28,7 @@ def _world(spark, root: str) -> dict:
     gen_dir = os.path.join(root, "gen")
     cfg = GeneratorConfig(layout="ranked", logging="uniform", n_positions=4, n_ads=20, n_contexts=12, days=3,
                           events_per_day=20_000, seed=11)
-    truth = generate(spark, cfg, gen_dir)
+    truth = generate("duckdb", cfg, gen_dir)   # the same rows as on Spark (portable hash), without its jobs
     logs = read_logs(spark, os.path.join(gen_dir, "logs"), *SCORE)
     ads = spark.read.parquet(os.path.join(gen_dir, "truth", "click_rates")).select("ad_id").distinct()
     u_ev = F.xxhash64(F.lit(5), F.col("event_id")).bitwiseAND(F.lit(1023)) / F.lit(1024.0)
@@ -51,27 +49,18 @@ def _world(spark, root: str) -> dict:
     return {"root": root, "gen": gen_dir, "truth": truth, "elig": elig_path}
 
 
-def _train_work(work) -> dict:
-    """The data set and the training run, in their own process, in the background (tests/conftest.py)."""
-    from conftest import background_spark
+@pytest.fixture(scope="module")
+def train_run(spark, tmp_path_factory) -> dict:
+    """The data set and the training run, once for the module, on the suite's Spark session."""
     from scavenger.policies.train import TrainConfig, run_training
 
-    spark = background_spark()
-    world = _world(spark, str(work))
+    world = _world(spark, str(tmp_path_factory.mktemp("train")))
     out = os.path.join(world["root"], "out")
     cfg = TrainConfig(logs=os.path.join(world["gen"], "logs"), date_from=TRAIN[0], date_to=TRAIN[1],
                       score_from=SCORE[0], score_to=SCORE[1], out=out, method="both", m=M, adc="estimate",
                       eligibility=world["elig"], seed=3, truth="auto", dedup="both")
     summary = run_training(spark, cfg)
     return {"world": world, "trained": {"summary": summary, "out": out, "cfg": cfg}}
-
-
-BACKGROUND = {"train_run": background_call(__file__, "_train_work")}
-
-
-@pytest.fixture(scope="module")
-def train_run(background_run) -> dict:
-    return background_run("train_run").value()
 
 
 @pytest.fixture(scope="module")

@@ -103,6 +103,11 @@ def _d_p(K: int) -> str:
     return ", ".join(f"d_p_{k}" for k in range(1, K + 1)) or "CAST(NULL AS DOUBLE)"
 
 
+def _fold(fn: str, K: int) -> str:
+    """least/greatest of d_p_1..d_p_K; d_p_1 itself for one slot (Spark's least/greatest need two arguments)."""
+    return f"{fn}({_d_p(K)})" if K > 1 else _d_p(K)
+
+
 def decision_slots(K: int) -> str:
     """The decision's entries as an array of (position, ad_id, probability) structs: rebuilt from d_a_k, d_p_k
     for a one-entry-per-position decision (exactly its sorted entries), the stored list otherwise."""
@@ -120,9 +125,9 @@ def decision_counts(K: int) -> str:
 SELECT dt, count(1) AS rows,
   CAST(sum(CASE WHEN clean THEN 0 ELSE 1 END) AS BIGINT) AS quarantined,
   {reasons},
-  min(CASE WHEN simple THEN least({_d_p(K)}) ELSE array_min(transform(dslots, x -> x.probability)) END)
+  min(CASE WHEN simple THEN {_fold('least', K)} ELSE array_min(transform(dslots, x -> x.probability)) END)
     AS min_probability,
-  max(CASE WHEN simple THEN greatest({_d_p(K)}) ELSE array_max(transform(dslots, x -> x.probability)) END)
+  max(CASE WHEN simple THEN {_fold('greatest', K)} ELSE array_max(transform(dslots, x -> x.probability)) END)
     AS max_probability,
   max(sum_dev) AS max_sum_deviation,
   count(DISTINCT policy_id) AS policies
