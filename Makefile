@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-base
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test install install-test clean
+.PHONY: demo test test-fast install install-test clean
 
 $(BASE_STAMP): pyproject.toml
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ demo: $(BASE_STAMP)
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q
+
+# the inner loop: no JVM, no other process, no long statistics (tests/README.md)
+test-fast: $(TEST_STAMP)
+	$(BIN)/python -m pytest -q -m "not e2e and not spark and not slow"
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache

@@ -1,7 +1,8 @@
 """Shared fixtures: one SparkSession for the suite, the OBD sample, and a runner for the CLI.
 
 Most tests run on the DuckDB engine (no JVM). Tests that start servers, clusters, Airflow or whole jobs in
-subprocesses carry the ``e2e`` marker; ``make test-fast`` leaves them out. See tests/README.md.
+subprocesses carry the ``e2e`` marker; tests that use the ``spark`` fixture get the ``spark`` marker here;
+``make test-fast`` leaves both out, and the ``slow`` ones. See tests/README.md.
 """
 from __future__ import annotations
 
@@ -56,3 +57,10 @@ def run_cli(*args, timeout: float = 600, env: dict | None = None, cwd=None) -> s
 def cli():
     """``cli("evaluate", "--logs", ...)``: the CLI as a user runs it; returns the CompletedProcess."""
     return run_cli
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that use the ``spark`` fixture (a JVM in this process) are marked ``spark``."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

@@ -238,5 +238,7 @@ def test_ips_interval_withdrawn_when_the_estimate_lies_outside_it():
     assert abs(est.value - 5.0 * r.mean()) < 1e-12
     lo, hi, kind, why = slate_interval("slate_ips", est, m, 10.0, [10.0], 0.0, 1.0, 0.95)
     assert kind == "none" and np.isnan(lo) and np.isnan(hi) and "weights average 5 per event" in why
-    # inside its interval nothing is withdrawn
-    assert off_interval_reason(0.5, 0.4, 0.6, 1.0) is None
+    # inside its interval nothing is withdrawn; outside it, only when the weights' mean is > 5 SE off the design's
+    assert off_interval_reason(0.5, 0.4, 0.6, 100, 100.0, 400.0) is None
+    assert off_interval_reason(0.7, 0.4, 0.6, 100, 130.0, 400.0) is None        # mean 1.3, se 0.16: 1.9 SE
+    assert "standard errors off" in off_interval_reason(0.7, 0.4, 0.6, 100, 300.0, 1000.0)   # mean 3, se .1

@@ -227,7 +227,8 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
                  "note": f"matched={n_match} actions_used={int(g['actions_used'].sum())} k={math.exp(min(log_k, 700)):.6g}"}
         lo, hi = el_interval(WeightSums(T, *(float(g[c].sum()) for c in EL_SUMS)), 0.0,
                              max(float(g["t_s"].max()), 1.0 + 1e-9), r_lo, r_hi, opts.level)
-        why = off_interval_reason(value, lo, hi, float(g["sum_w"].sum()) / T, 1.0 - unsupported)
+        why = off_interval_reason(value, lo, hi, T, float(g["sum_w"].sum()), float(g["sum_w2"].sum()),
+                                  1.0 - unsupported)
         out.append(row(p, name, value, se, math.nan if why else lo, math.nan if why else hi,
                        "none" if why else "el", n, opts.level, reason=why, **extra))
         if unsupported == 0:
@@ -247,7 +248,7 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
             nm, sr, sr2 = float(g["n_match"].sum()), float(g["s_match_r"].sum()), float(g["s_match_r2"].sum())
             lo4, hi4 = el_interval(WeightSums(T, k * nm, k * k * nm, k * sr, k * k * sr, k * k * sr2), 0.0,
                                    max(k, 1.0 + 1e-9), r_lo, r_hi, opts.level)   # w = k on matching events
-            why4 = off_interval_reason(v4, lo4, hi4, k * nm / T)
+            why4 = off_interval_reason(v4, lo4, hi4, T, k * nm, k * k * nm)
             out.append(row(p, name + "_uniform", v4, se4, math.nan if why4 else lo4, math.nan if why4 else hi4,
                            "none" if why4 else "el", n, opts.level, reason=why4, **extra))
             out.append(row(p, name + "_uniform", v4, se4, v4 - h4, v4 + h4, "bound", n, 1 - opts.delta, **extra))

@@ -122,16 +122,27 @@ def divergence(s: WeightSums, w0: float, r0: float, v: float) -> float:
     return float(d @ np.linalg.solve(G, d))
 
 
-def off_interval_reason(value: float, lo: float, hi: float, mean_w: float, expected_w: float = 1.0) -> str | None:
-    """Why an importance-weighted estimate's EL interval is withdrawn: the estimate lies outside it. The interval
-    assumes E[w] = ``expected_w`` (1 for IPS; 1 minus the unsupported share for the direct approach); an estimate
-    outside it means the weights' mean is far from that, i.e. the design the weights assume does not hold (the
-    exploration depends on the context: check a; or the propensities are wrong: check e)."""
-    if not (math.isfinite(value) and math.isfinite(lo) and math.isfinite(hi)) or lo <= value <= hi:
+OFF_DESIGN_Z = 5.0
+
+
+def off_interval_reason(value: float, lo: float, hi: float, n: float, s_w: float, s_ww: float,
+                        expected_w: float = 1.0) -> str | None:
+    """Why an importance-weighted estimate's EL interval is withdrawn: the estimate lies outside it AND the
+    weights' mean is more than OFF_DESIGN_Z standard errors from what the design gives (E[w] = 1 for IPS; 1 minus
+    the unsupported share for the direct approach). Then the design the weights rest on does not hold (the
+    exploration depends on the context: check a; the propensities are wrong: check e) and neither the estimate nor
+    an interval means anything. With few large weights an estimate may fall outside a valid interval by chance
+    (the mean weight of the day is off by a few standard errors): the interval stays."""
+    if not (math.isfinite(value) and math.isfinite(lo) and math.isfinite(hi)) or lo <= value <= hi or n < 2:
         return None
-    return (f"the estimate {value:.4g} lies outside its interval [{lo:.4g}, {hi:.4g}]: the weights average "
-            f"{mean_w:.4g} per event where the design gives {expected_w:.4g}, so the logging does not match the "
-            f"assumptions the weights rest on (checks a, e) and no interval is given")
+    mean_w = s_w / n
+    se_w = math.sqrt(max(s_ww / n - mean_w * mean_w, 0.0) / n)
+    z = abs(mean_w - expected_w) / se_w if se_w > 0 else math.inf
+    if z <= OFF_DESIGN_Z:
+        return None
+    return (f"the estimate {value:.4g} lies outside its interval [{lo:.4g}, {hi:.4g}] and the weights average "
+            f"{mean_w:.4g} per event where the design gives {expected_w:.4g} ({z:.3g} standard errors off): the "
+            f"logging does not match the assumptions the weights rest on (checks a, e), so no interval is given")
 
 
 def weight_bound(min_propensity) -> float:
@@ -170,7 +181,7 @@ def slate_interval(name: str, est, m, wmax: float, ymax, rmin: float, rmax: floa
         if m.n_W_pos < MIN_MATCHING:
             return math.nan, math.nan, "none", "no logged slate matches the target's (W = 0 on every event)"
         lo, hi = el_interval(WeightSums.from_moments(m), 0.0, wmax, rmin, rmax, level)
-        why = off_interval_reason(est.value, lo, hi, m.s_W / m.n)
+        why = off_interval_reason(est.value, lo, hi, m.n, m.s_W, m.s_W2)
         if why:
             return math.nan, math.nan, "none", why
     else:
