@@ -127,9 +127,9 @@ def test_moments_add_and_flat_roundtrip():
     np.testing.assert_allclose(back.s_rYY, m_all.s_rYY, rtol=RTOL)
     for e1, e2 in zip(S.all_estimates(m_all), S.all_estimates(back)):
         np.testing.assert_allclose([e1.value, e1.std_error], [e2.value, e2.std_error], rtol=RTOL)
-    frame = S.estimate_frame(m_all, "pol", prior_mean=0.3)
-    assert list(frame["estimator"]) == list(S.ESTIMATORS)
-    assert (frame["n_events"] == 299).all() and (frame["n_missing_propensity"] == 1).all()
+    ests = S.all_estimates(m_all, prior_mean=0.3)
+    assert [e.estimator for e in ests] == list(S.ESTIMATORS)
+    assert all(e.n_events == 299 for e in ests) and m_all.n_missing_propensity == 1
 
 
 def test_equal_slot_sizes_pi_plus_plus_equals_pi():

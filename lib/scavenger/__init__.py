@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 # Notebook API (issue 9): ``scavenger.adc(logs)``, ``scavenger.evaluate(logs, decisions)``, ``scavenger.validate(...)``
 # and the submodules ``scavenger.obd`` / ``scavenger.report``, imported lazily so that ``import scavenger`` stays
 # cheap (no pandas/pyspark) for the CLI and the Airflow DAG modules.
-_API = ("adc", "evaluate", "validate", "Result", "AdcResult", "EvaluationResult", "ValidationResult")
+_API = ("adc", "evaluate", "validate", "train", "Result", "AdcResult", "EvaluationResult", "ValidationResult",
+        "TrainResult")
 _SUBMODULES = ("api", "obd", "report", "progress", "contract", "session", "registry", "pipelines", "engines")
 
 

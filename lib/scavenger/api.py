@@ -4,7 +4,8 @@
     a = scavenger.adc("gen/logs")                                  # a path: DuckDB, no JVM
     e = scavenger.evaluate(logs_df, decisions_df, estimators=["pi", "pi_plus_plus"])   # Spark DataFrames: Spark
     v = scavenger.validate("gen/logs", "gen/decisions", estimators=["pi"])
-    e.to_pandas(); e.plot(); e.by_day; v.table; v.counts
+    t = scavenger.train("gen/logs", date_from=..., date_to=..., score_from=..., score_to=..., out="policies")
+    e.to_pandas(); e.plot(); e.by_day; v.table; v.counts; t.summary
 
 Inputs may be paths or URIs (Parquet partitioned by dt), catalog table names, Spark DataFrames, or pandas /
 pyarrow tables. ``engine`` is auto|duckdb|spark, with the CLI's rule (Spark for DataFrames, tables, remote URIs,
@@ -19,7 +20,8 @@ from typing import Sequence
 
 import pandas as pd
 
-__all__ = ["Result", "AdcResult", "EvaluationResult", "ValidationResult", "adc", "evaluate", "validate"]
+__all__ = ["Result", "AdcResult", "EvaluationResult", "ValidationResult", "TrainResult", "adc", "evaluate",
+           "validate", "train"]
 
 
 @dataclass
@@ -206,3 +208,43 @@ def validate(logs, decisions=None, *, estimators: Sequence[str] | None = None, c
                                 failed=v.failed, message=v.message)
     finally:
         eng.close()
+
+
+@dataclass
+class TrainResult(Result):
+    """One row per learned policy (value estimate and, on generator logs, the truth); ``summary`` as result.json."""
+
+    decisions: str = ""
+
+
+def train(logs, *, date_from, date_to, score_from, score_to, out: str, method: str = "both", m: int = 4,
+          adc: str = "estimate", adc_method: str = "heuristic", eligibility: str | None = None, seed: int = 0,
+          interactions: str = "2", reg_param: float = 1e-4, max_iter: int = 25, truth: str | None = "auto",
+          estimate: bool = True, dedup: str = "random", engine: str = "auto") -> TrainResult:
+    """Learn m-ad policies on one window and write their decisions for a later one (seed 000): the regression
+    reduction (Poisson GLM of clicks with offset log C_i; the m best eligible ads by g) and the cost-sensitive
+    reduction (Set Select Train/Test), the same code as ``scavenger train``; the same models and decisions on
+    DuckDB and Spark."""
+    from .engines import choose, open_engine
+    from .policies.train import TrainConfig, prepare, run_training
+
+    cfg = TrainConfig(logs=logs, date_from=date_from, date_to=date_to, score_from=score_from, score_to=score_to,
+                      out=out, method=method, m=m, adc=adc, adc_method=adc_method, eligibility=eligibility, seed=seed,
+                      interactions=interactions, reg_param=reg_param, max_iter=max_iter, truth=truth,
+                      estimate=estimate, dedup=dedup)
+    inputs = prepare(cfg)
+    name, why = choose(engine, inputs.all())
+    spark = next((s.obj.sparkSession for s in inputs.all() if s.kind == "spark"), None)
+    eng = open_engine(name, why, spark=spark)
+    try:
+        summary = run_training(eng, cfg, inputs=inputs)
+    finally:
+        eng.close()
+    rows = []
+    for pid, pol in summary["policies"].items():
+        est, tr = pol.get("factored_estimate") or {}, pol.get("truth") or {}
+        rows.append({"policy_id": pid, "method": pol["method"], "dedup": pol["dedup"],
+                     "events_decided": pol["events_decided"], "estimate": est.get("value"),
+                     "ci_low": est.get("ci_low"), "ci_high": est.get("ci_high"), "true_value": tr.get("true_value")})
+    return TrainResult(pandas=pd.DataFrame(rows), summary=summary, engine=summary["engine"],
+                       _spark=_spark_of(eng), decisions=summary["decisions_path"])

@@ -4,7 +4,7 @@
   column holding the type found): required columns exist and have the contract's type. Schema only, no scan.
 - ``<table>.daily`` on the per-dt counts of the pass (rows, quarantined share, rows per reason code, ranges of
   propensities, rewards, probabilities): exact, at no extra cost.
-- ``<table>.quality`` (opt-in, ``ge_row_sample`` > 0) on a seeded sample of per-row profiles taken in the pass.
+- ``<table>.quality`` (``schemas/expectations/*.quality.json``) is reserved for ``--ge-row-sample``: not run.
 Data Docs are written under ``docs_dir``. Verdict rows have the gate's shape (check, scope, statistic, ...).
 """
 from __future__ import annotations
@@ -79,8 +79,8 @@ def run_window_suites(window, inputs, gate, docs_dir: str | None) -> list[dict]:
             continue
         schema = schema_frame(source, load_contract(name))
         if source.kind in ("files", "arrow"):
-            rows += runner.run(f"{name}.contract", schema, fail_verdict="warn").rows
+            rows += runner.run(f"{name}.contract", schema, fail_verdict="warn")
         daily = _per_day(window.stats, counts)
         if len(daily):
-            rows += runner.run(f"{name}.daily", G.daily_frame(daily), params).rows
+            rows += runner.run(f"{name}.daily", G.daily_frame(daily), params)
     return rows

@@ -6,7 +6,7 @@ values make (10,000 logging-policy ids, one per event, made 160,000 groups of ch
                                          non-zero cells only (no dense pivot: values x ads can be huge)
     dependence_table(strata, keys)       per group: check d's pooled within-stratum dependence and collisions
 
-Both give the numbers of their one-group counterparts in assumptions.py (``chi2_cramers_v`` on the pivot table,
+Both give the numbers of their one-group counterparts in contingency.py (``chi2_cramers_v`` on the pivot table,
 ``stratified_dependence``) for every group, up to rounding.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n
     """Per group of ``keys``: the chi-square test of independence of ``row`` x ``col`` with counts ``n``.
 
     chi2 = N (sum_cells O^2 / (R C) - 1) (the Pearson identity, over non-zero cells), dof = (r-1)(c-1), V and
-    the bias-corrected V_bc of :func:`scavenger.checks.assumptions.chi2_cramers_v`; a group with r < 2, c < 2 or
+    the bias-corrected V_bc of :func:`scavenger.checks.contingency.chi2_cramers_v`; a group with r < 2, c < 2 or
     N < 2 gets chi2 = 0, p = 1, V = 0 as there. Indexed by ``keys`` (sorted)."""
     from scipy.stats import chi2 as chi2_dist
 
@@ -52,7 +52,7 @@ def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n
 
 
 def dependence_table(strata: pd.DataFrame, keys: list) -> pd.DataFrame:
-    """Per group of ``keys``: :func:`scavenger.checks.assumptions.stratified_dependence` of its strata rows
+    """Per group of ``keys``: :func:`scavenger.checks.contingency.stratified_dependence` of its strata rows
     (columns chi2, dof, v_pooled, strata, n, collisions_observed, collisions_expected, collision_ratio)."""
     s = strata
     tested = (s["n"] >= 2) & (s["r"] >= 2) & (s["c"] >= 2)

@@ -15,15 +15,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--m", type=int, default=4, help="number of ads to choose per event (positions 1..m)")
     parser.add_argument("--adc", default="estimate",
                         help="ADCs C_1..C_K: comma-separated numbers, a stored ADC table, or 'estimate' (default)")
-    parser.add_argument("--adc-method", default="variance_optimal",
-                        help="ADC method to use from the table / for 'estimate'")
+    parser.add_argument("--adc-method", default="heuristic",
+                        help="ADC method for the offset and for the factored estimate (default heuristic, as "
+                             "evaluate; with --adc PATH: a method the table holds)")
     parser.add_argument("--eligibility", default=None,
                         help="table of eligible ads: (dt, ad_id) or (event_id, ad_id); default: ads seen in training")
     parser.add_argument("--interactions", default="2", choices=["1", "2", "full"],
                         help="context features crossed with the ad: 1 single features, 2 also pairs, full also "
                              "the context key")
     parser.add_argument("--reg-param", type=float, default=1e-4, help="L2 regularisation of the learners")
-    parser.add_argument("--max-iter", type=int, default=25, help="GLM (IRLS) iterations")
+    parser.add_argument("--max-iter", type=int, default=25, help="Newton iterations of the regression (Poisson GLM)")
     parser.add_argument("--truth", default="auto",
                         help="generator truth dir for true values/regret ('auto': <logs>/../truth if present; "
                              "'none': off)")
@@ -33,16 +34,36 @@ def add_arguments(parser) -> None:
                         help="cost-sensitive Set Select Test: replace duplicates by random unused eligible ads "
                              "(seed 000) or by the best unused by the round's score; both: write two policies")
     parser.add_argument("--seed", type=int, default=0, help="seed of tie-breaks and duplicate replacement")
+    parser.add_argument("--engine", default="auto", choices=("auto", "duckdb", "spark"),
+                        help="auto (default): DuckDB for local Parquet, Spark for tables, remote URIs, SPARK_REMOTE or "
+                             "spark-submit; duckdb; spark")
     parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--json", action="store_true", help="print result.json on stdout instead of the summary")
+    parser.add_argument("--verbose", action="store_true", help="show Spark's own log lines")
 
 
-def run(args, ctx) -> None:
-    from ..policies.train import TrainConfig, run_training
+def prepare(args, ctx):
+    """Every check a user can fail, before an engine starts (exit 2)."""
+    from ..policies.train import TrainConfig, prepare as describe
 
     cfg = TrainConfig(logs=args.logs, date_from=args.date_from, date_to=args.date_to, score_from=args.score_from,
                       score_to=args.score_to, out=args.out, method=args.method, m=args.m, adc=args.adc,
                       adc_method=args.adc_method, eligibility=args.eligibility, seed=args.seed,
                       interactions=args.interactions, reg_param=args.reg_param, max_iter=args.max_iter,
                       truth=args.truth, estimate=not args.no_estimate, dedup=args.dedup)
-    cfg.check()
-    run_training(ctx.spark, cfg, ctx.result)
+    inputs = describe(cfg)
+    if cfg.adc not in (None, "", "estimate"):
+        from ..policies.features import is_adc_table, parse_adc_numbers
+
+        if not is_adc_table(cfg.adc):
+            parse_adc_numbers(cfg.adc)
+    return cfg, inputs
+
+
+def run(args, ctx, prepared) -> None:
+    from ..policies.train import run_training
+
+    cfg, inputs = prepared
+    engine = ctx.engine(inputs)
+    with ctx.result.timed("train"):
+        run_training(engine, cfg, ctx.result, inputs)

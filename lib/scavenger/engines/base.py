@@ -80,6 +80,15 @@ class Engine:
         self.release()
 
 
+def days_filter(days) -> str:
+    """The SQL condition of a read's days: none (every day) for None, no row for an empty set."""
+    if days is None:
+        return ""
+    if not days:
+        return "1 = 0"
+    return "dt IN (" + ", ".join(f"DATE '{d.isoformat()}'" for d in sorted(days)) + ")"
+
+
 def normalize_frame(df: pd.DataFrame) -> pd.DataFrame:
     """The same pandas shapes from both engines: dt as ``datetime.date``, arrays as float numpy arrays, whole
     numbers of integer columns as int64, nulls of text columns as None."""

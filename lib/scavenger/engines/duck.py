@@ -16,7 +16,7 @@ import uuid
 import pandas as pd
 
 from ..io import fs
-from .base import Engine, normalize_frame
+from .base import Engine, days_filter, normalize_frame
 from .dialect import to_duckdb
 
 
@@ -97,13 +97,13 @@ class DuckDBEngine(Engine):
 
     def read(self, name: str, source, contract, days) -> None:
         """Relation ``name``: the source's rows of ``days`` conformed to the contract (one group per schema)."""
-        from ..contract import conform_sql
+        from ..contract_sql import conform_sql, empty_sql
 
         if source.kind == "arrow":
             tmp = f"{name}__arrow"
             self.con.register(tmp, source.obj)
             sql = conform_sql(contract, tmp, source.obj.schema, None)
-            where = _days_filter(days)
+            where = days_filter(days)
             self._with_rid(name, f"SELECT * FROM ({sql}) c" + (f" WHERE {where}" if where else ""))
             return
         if source.kind != "files" or not fs.is_local(source.uri):
@@ -124,13 +124,10 @@ class DuckDBEngine(Engine):
                 n_files += len(g.files)
                 parts.append(self._sql(conform_sql(contract, raw, g.schema, g.dt, carry=("_rid",)), raw))
         if not parts:
-            from ..contract import sql_type
-            cols = ", ".join(f"CAST(NULL AS {sql_type(f.dataType)}) AS {f.name}"
-                             for f in contract.struct_type().fields)
-            self._with_rid(name, f"SELECT {cols} WHERE 1 = 0")
+            self._with_rid(name, empty_sql(contract))
             return
         union = " UNION ALL ".join(f"SELECT * FROM ({p}) c{i}" for i, p in enumerate(parts))
-        where = _days_filter(days) if None in source.days else ""
+        where = days_filter(days) if None in source.days else ""
         self._exec(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM ({union}) u"
                    + (f" WHERE {self._sql(where, 'days')}" if where else ""))
 
@@ -192,14 +189,6 @@ def _timed(label: str):
         yield
         print(f"[profile] {time.perf_counter() - t:8.2f}s {' '.join(label.split())[:110]}", file=sys.stderr)
     return _cm()
-
-
-def _days_filter(days) -> str:
-    if days is None:
-        return ""
-    if not days:
-        return "1 = 0"
-    return "dt IN (" + ", ".join(f"DATE '{d.isoformat()}'" for d in sorted(days)) + ")"
 
 
 def commit_partitions(staging: str, target: str, dts, partition: str = "dt") -> list[str]:

@@ -15,7 +15,7 @@ import uuid
 import pandas as pd
 
 from ..io import fs
-from .base import Engine, normalize_frame
+from .base import Engine, days_filter, normalize_frame
 
 ROW_STORAGE_CONF = "spark.scavenger.rowStorageLevel"
 
@@ -124,7 +124,7 @@ class SparkEngine(Engine):
         self._views.append(name)
 
     def read(self, name: str, source, contract, days) -> None:
-        from ..contract import conform_sql
+        from ..contract_sql import conform_sql, empty_sql
 
         parts = []
         if source.kind == "files":
@@ -144,7 +144,7 @@ class SparkEngine(Engine):
                     df.createOrReplaceTempView(raw)
                     self._views.append(raw)
                     parts.append(conform_sql(contract, raw, g.schema, g.dt, _long_timestamps(df, contract)))
-            where = _days_filter(days) if None in source.days else ""
+            where = days_filter(days) if None in source.days else ""
         else:
             if source.kind == "table" and not self.spark.catalog.tableExists(source.obj):
                 from ..errors import UsageError
@@ -154,17 +154,14 @@ class SparkEngine(Engine):
             if source.kind == "path":
                 df = self.spark.read.option("basePath", source.uri).parquet(source.uri)
             if days is not None and contract.partition_column in df.columns:
-                df = df.where(_days_filter(days))
+                df = df.where(days_filter(days))
             raw = f"{name}__0"
             df.createOrReplaceTempView(raw)
             self._views.append(raw)
             parts.append(conform_sql(contract, raw, _arrow_schema(df.schema), None))
             where = ""
         if not parts:
-            from ..contract import sql_type
-            cols = ", ".join(f"CAST(NULL AS {sql_type(f.dataType)}) AS {f.name}"
-                             for f in contract.struct_type().fields)
-            self._with_rid(name, f"SELECT {cols} WHERE 1 = 0")
+            self._with_rid(name, empty_sql(contract))
             return
         union = " UNION ALL ".join(f"SELECT * FROM ({p}) c{i}" for i, p in enumerate(parts))
         self._with_rid(name, f"SELECT * FROM ({union}) u" + (f" WHERE {where}" if where else ""))
@@ -227,7 +224,7 @@ def _arrow_schema(struct):
     """A pyarrow schema for a Spark schema (for the conform step, which reads names and nested field names)."""
     import pyarrow as pa
 
-    from ..contract import arrow_type
+    from ..contract_sql import arrow_type
 
     fields = []
     for f in struct.fields:
@@ -237,14 +234,6 @@ def _arrow_schema(struct):
             t = pa.string()
         fields.append(pa.field(f.name, t, True))
     return pa.schema(fields)
-
-
-def _days_filter(days) -> str:
-    if days is None:
-        return ""
-    if not days:
-        return "1 = 0"
-    return "dt IN (" + ", ".join(f"DATE '{d.isoformat()}'" for d in sorted(days)) + ")"
 
 
 def write_frame(df, uri: str, partition: str = "dt", dts=None, append: bool = False) -> list[str]:

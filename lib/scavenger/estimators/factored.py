@@ -51,8 +51,8 @@ def ad_impressions(ad_position: pd.DataFrame) -> pd.Series:
 def stratum_weights(ad_position: pd.DataFrame, min_per_ad: float = 20.0) -> pd.Series | None:
     """w_a = T_s(a) / T per ad when the calibration key partitions the ads over the whole window (>= 2 values, every
     ad under one value, >= 2 ads per value, >= ``min_per_ad`` impressions per ad on average: the rule of check a
-    and e, checks.assumptions.partition_strata); T_s = sum over the ads of s of ev (events). None otherwise."""
-    from ..checks.assumptions import partition_strata
+    and e, checks.calibration.partition_strata); T_s = sum over the ads of s of ev (events). None otherwise."""
+    from ..checks.calibration import partition_strata
 
     if not len(ad_position) or "ev" not in ad_position.columns or "stratum_min" not in ad_position.columns:
         return None

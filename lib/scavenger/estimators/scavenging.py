@@ -121,38 +121,6 @@ def _reward_range(log_summary: pd.DataFrame) -> float:
     return max(hi - lo, 1e-300)
 
 
-def slate_estimates(stats, policies=None, delta: float = 0.05, level: float = 0.95, n_ads: int | None = None,
-                    uniform: bool = False) -> pd.DataFrame:
-    """Direct approach (action = whole slate; 'ad' when K = 1) for every deterministic policy in the window."""
-    actions = stats.table("slate_actions").rename(columns={"slate_key": "key"})
-    targets = stats.table("slate_targets").rename(columns={"slate_key": "key"})
-    pe = stats.table("policy_events")
-    ls = stats.table("log_summary")
-    if not len(actions) or not len(pe):
-        return pd.DataFrame(columns=ROW_COLUMNS)
-    ap = stats.table("ad_position")
-    K = int(ls["k_max"].max())
-    n_ads = int(ap["ad_id"].nunique()) if n_ads is None else n_ads
-    log_k = log_n_slates(n_ads, K)
-    name = "scavenging_ad" if K == 1 else "scavenging_slate"
-    rr = _reward_range(ls)
-    rows = []
-    for _, p in pe.sort_values("policy_id").iterrows():
-        pid = p["policy_id"]
-        if policies and pid not in policies:
-            continue
-        n = float(p["n_events"])
-        if p["n_deterministic"] < n:
-            continue  # stochastic target: the direct approach needs deterministic slates
-        est = scavenging_estimate(actions, targets[targets["policy_id"] == pid], n, log_k, delta, level, rr)
-        rows += _rows(pid, name, est, int(n), math.exp(min(log_k, 700.0)), level, delta)
-        if uniform:
-            est4 = scavenging_estimate(actions, targets[targets["policy_id"] == pid], n, log_k, delta, level, rr,
-                                       uniform=True)
-            rows += _rows(pid, name + "_uniform", est4, int(n), math.exp(min(log_k, 700.0)), level, delta)
-    return pd.DataFrame(rows, columns=ROW_COLUMNS)
-
-
 def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: float = 0.95,
                           uniform: bool = False) -> pd.DataFrame:
     """Action = base (logging) policy; targets whose decisions carry ``base_policy`` on every event."""

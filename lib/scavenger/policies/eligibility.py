@@ -1,159 +1,176 @@
-"""Candidate ads per event and the per-event choice of m distinct eligible ads (seed 000).
+"""Candidate ads per event and the per-event choice of m distinct eligible ads (seed 000), as Spark SQL statements.
 
 Eligibility table (``--eligibility PATH``, Parquet or a catalog table): columns (dt, ad_id) -- the ads that may be
 shown on that day -- or (event_id, ad_id) [dt optional] -- per event (frequency caps). Every argmax of a learned
 policy is restricted to the event's eligible ads. Without a table, the candidates are the ads seen in training.
 
-Choices (all per event, built-in Spark SQL, grouped by event; nothing row-level reaches the driver):
-- ``top_m``: h_g(x) = the m eligible ads with the largest score g (ties broken by a seeded hash), positions 1..m
-  in decreasing g (C decreasing, so the best ad goes first).
-- ``set_select_test``: Psi_k(x) = argmax over eligible ads of round k's score; a duplicate of an earlier round's
-  choice is replaced by an unused eligible ad drawn at random (seeded hash order), so the output is m distinct
-  eligible ads (seed 000, Set Select Test).
+Choices (per event, in SQL on the engine; nothing row-level reaches the driver). ``scored``: dt, event_id, ad_id,
+known and the policy's scores (score, or score_1..score_m), from the candidate rows joined to the score table.
+- ``top_m``: h_g(x) = the m eligible ads with the largest score g (ties broken by a seeded md5 uniform), positions
+  1..m in decreasing g (C decreasing, so the best ad goes first).
+- ``set_select_test``: Psi_k(x) = argmax over eligible ads of round k's score (ties: the larger uniform); a duplicate
+  of an earlier round's choice is replaced, in round order, by an unused eligible ad in a seeded random order
+  (``random``, the seed's rule) or by the best unused eligible ad by round k's own score (``next_best``, m
+  sequential statements), so the output is m distinct eligible ads (seed 000, Set Select Test).
 With fewer than m eligible ads both output all of them (n_eligible < m is counted and flagged per event).
+Each returns the name of a relation with dt, event_id, slots, n_eligible, n_chosen, n_fallback_chosen, n_replaced.
 """
 from __future__ import annotations
 
 from ..errors import UsageError
+from .statements import SLOT_TYPE, double, uniform
 
 EVENT_LEVEL = "event"
 DT_LEVEL = "dt"
 
 
-def read_eligibility(spark, source: str):
-    """(DataFrame, level): level 'event' if the table has event_id, else 'dt' (needs dt and ad_id)."""
-    from pyspark.sql import functions as F
-
-    from ..contract import read_source
-
-    df = read_source(spark, source)
-    cols = set(df.columns)
-    if "ad_id" not in cols:
-        raise UsageError(f"eligibility table {source} needs an ad_id column; has {sorted(cols)}")
-    if "event_id" in cols:
-        return (df.select(F.col("event_id").cast("string").alias("event_id"),
-                          F.col("ad_id").cast("string").alias("ad_id")).dropDuplicates(), EVENT_LEVEL)
-    if "dt" in cols:
-        return (df.select(F.col("dt").cast("date").alias("dt"), F.col("ad_id").cast("string").alias("ad_id"))
-                .dropDuplicates(), DT_LEVEL)
-    raise UsageError(f"eligibility table {source} needs dt or event_id besides ad_id; has {sorted(cols)}")
+def _over(order: str, extra: str = "", alias: str = "") -> str:
+    """A window per event (and ``extra`` keys) ordered by ``order``."""
+    keys = ", ".join(f"{alias}{c}" for c in ("dt", "event_id")) + (f", {extra}" if extra else "")
+    return f"(PARTITION BY {keys} ORDER BY {order})"
 
 
-def candidates(events, ads, eligibility=None, level: str | None = None):
-    """(dt, event_id, context_key, ad_id): the eligible ads of every event (events without any are absent).
+def source(text: str | None):
+    """The eligibility input as a Source (for the engine choice), or None."""
+    if not text:
+        return None
+    from ..io import fs, sources
 
-    ``events`` has dt, event_id, context_key; ``ads`` (one column ad_id) is the default candidate set."""
-    from pyspark.sql import functions as F
+    if sources.is_table_name(text):
+        return sources.Source(kind="table", name=text, obj=text)
+    if not fs.exists(text):
+        raise UsageError(f"--eligibility: no such table or path: {text}")
+    return sources.Source(kind="files", name="--eligibility", uri=fs.normalize(text))
 
-    base = events.select(F.col("dt"), F.col("event_id"), F.col("context_key"))
-    if eligibility is None:
-        return base.crossJoin(F.broadcast(ads.select(F.col("ad_id")))).select(
-            F.col("dt"), F.col("event_id"), F.col("context_key"), F.col("ad_id"))
-    if level == DT_LEVEL:
-        joined = base.join(eligibility, on="dt", how="inner")
+
+def read_eligibility(engine, src, name: str = "tr_elig") -> str:
+    """Relation ``name`` of distinct (event_id, ad_id) or (dt, ad_id) rows; returns the level ('event' or 'dt')."""
+    from ..io import fs
+
+    raw = f"{name}_raw"
+    if src.kind == "table":
+        engine.view(raw, f"SELECT * FROM {src.obj}")
     else:
-        joined = base.join(eligibility, on="event_id", how="inner")
-    return joined.select(F.col("dt"), F.col("event_id"), F.col("context_key"), F.col("ad_id"))
+        files = [f[0] for f in fs.data_files(src.uri)]
+        if not files:
+            raise UsageError(f"--eligibility {src.name}: no Parquet files under {src.uri}")
+        engine.read_parquet(raw, files, root=src.uri if fs.dt_partitions(src.uri) else None)
+    cols = set(engine.columns(raw))
+    if "ad_id" not in cols:
+        raise UsageError(f"eligibility table {src.uri or src.obj} needs an ad_id column; has {sorted(cols)}")
+    if "event_id" in cols:
+        engine.materialize(name, f"SELECT DISTINCT CAST(event_id AS STRING) AS event_id, CAST(ad_id AS STRING) AS "
+                                 f"ad_id FROM {raw} WHERE event_id IS NOT NULL AND ad_id IS NOT NULL")
+        return EVENT_LEVEL
+    if "dt" in cols:
+        engine.materialize(name, f"SELECT DISTINCT try_cast(dt AS DATE) AS dt, CAST(ad_id AS STRING) AS ad_id "
+                                 f"FROM {raw} WHERE dt IS NOT NULL AND ad_id IS NOT NULL")
+        return DT_LEVEL
+    raise UsageError(f"eligibility table {src.uri or src.obj} needs dt or event_id besides ad_id; has {sorted(cols)}")
 
 
-def tiebreak_col(seed: int, *cols):
-    """A seeded uniform in [0, 1) per (event, ad): random tie-breaks and random fills, partition-independent."""
-    from pyspark.sql import functions as F
-
-    h = F.xxhash64(F.lit(int(seed)), F.lit("policies"), *[F.col(c) for c in cols])
-    return h.bitwiseAND(F.lit((1 << 53) - 1)).cast("double") / F.lit(float(1 << 53))
-
-
-def _slots_from_ads(ads_array):
-    """[ad, ...] -> [struct(position = i + 1, ad_id, probability = 1.0)]."""
-    from pyspark.sql import functions as F
-
-    return F.transform(ads_array, lambda a, i: F.struct((i + 1).cast("int").alias("position"),
-                                                         a.alias("ad_id"),
-                                                         F.lit(1.0).alias("probability")))
+def candidates(events: str, ads: str, eligibility: str | None = None, level: str | None = None) -> str:
+    """(dt, event_id, ctx_key, context_id, ad_id): the eligible ads of every event (events without any are absent).
+    ``events``: dt, event_id, ctx_key, context_id; ``ads`` (column ad_id): the default candidate set."""
+    cols = "e.dt, e.event_id, e.ctx_key, e.context_id"
+    if eligibility is None:
+        return f"SELECT {cols}, a.ad_id FROM {events} e CROSS JOIN {ads} a"
+    on = "e.dt = g.dt" if level == DT_LEVEL else "e.event_id = g.event_id"
+    return f"SELECT {cols}, g.ad_id FROM {events} e JOIN {eligibility} g ON {on}"
 
 
-def top_m(scored, m: int, seed: int):
-    """Per event the m eligible ads with the largest ``score`` (columns of ``scored``: dt, event_id, ad_id,
-    score, known). Returns dt, event_id, slots, n_eligible, n_chosen, n_fallback_chosen."""
-    from pyspark.sql import functions as F
-
-    ranked = scored.select(F.col("dt"), F.col("event_id"),
-                           F.struct((-F.col("score")).alias("neg"), tiebreak_col(seed, "event_id", "ad_id").alias("u"),
-                                    F.col("ad_id").alias("ad_id"), F.col("known").alias("known")).alias("c"))
-    per_event = ranked.groupBy(F.col("dt"), F.col("event_id")).agg(
-        F.slice(F.array_sort(F.collect_list(F.col("c"))), 1, int(m)).alias("best"),
-        F.count(F.lit(1)).alias("n_eligible"))
-    return per_event.select(
-        F.col("dt"), F.col("event_id"),
-        _slots_from_ads(F.transform(F.col("best"), lambda c: c["ad_id"])).alias("slots"),
-        F.col("n_eligible").cast("int").alias("n_eligible"),
-        F.size(F.col("best")).cast("int").alias("n_chosen"),
-        F.size(F.filter(F.col("best"), lambda c: ~c["known"])).cast("int").alias("n_fallback_chosen"),
-        F.lit(0).alias("n_replaced"),
-    )
+def scored(cands: str, scores: str, seed: int, columns: str) -> str:
+    """Candidate rows with the policy's score columns, known, and the seeded uniforms u (ties) and u2 (fills)."""
+    return f"""
+SELECT c.dt, c.event_id, c.ad_id, s.known, {columns}, {uniform(seed, 'c.event_id', 'c.ad_id')} AS u,
+  {uniform(seed + 1, 'c.event_id', 'c.ad_id')} AS u2
+FROM {cands} c JOIN {scores} s ON c.ctx_key = s.ctx_key AND c.ad_id = s.ad_id"""
 
 
-def set_select_test(scored, m: int, seed: int, dedup: str = "random"):
-    """Set Select Test (seed 000). ``scored``: dt, event_id, ad_id, known, score_1..score_m (round k's
-    cost-sensitive score, larger = lower cost). Psi_k = argmax over eligible ads of score_k; duplicates are
-    replaced, in round order, by the unused eligible ads in a seeded random order (``dedup='random'``, the seed's
-    rule) or by the unused eligible ads in decreasing order of that round's score (``dedup='next_best'``: better
-    when eligibility filters many ads, since Psi_k was trained assuming gamma_{k-1} over all ads).
-    Returns the columns of top_m."""
-    from pyspark.sql import functions as F
+def _per_event(chosen: str, counts: str) -> str:
+    """Chosen rows (dt, event_id, k, ad_id, known, replaced) in round order -> slots at positions 1.. (nulls of
+    exhausted pools dropped, so the positions close up), with the event's counts."""
+    slot = f"named_struct('position', CAST(p AS INT), 'ad_id', ad_id, 'probability', {double(1)})"
+    return f"""
+SELECT n.dt, n.event_id, coalesce(c.slots, CAST(array() AS array<{SLOT_TYPE}>)) AS slots,
+  CAST(n.n_eligible AS INT) AS n_eligible, CAST(coalesce(c.n_chosen, 0) AS INT) AS n_chosen,
+  CAST(coalesce(c.n_fallback, 0) AS INT) AS n_fallback_chosen, CAST(coalesce(c.n_replaced, 0) AS INT) AS n_replaced
+FROM {counts} n LEFT JOIN (
+  SELECT dt, event_id, array_sort(collect_list({slot})) AS slots, count(1) AS n_chosen,
+    sum(CASE WHEN known THEN 0 ELSE 1 END) AS n_fallback, sum(replaced) AS n_replaced
+  FROM (SELECT *, row_number() OVER {_over('k')} AS p FROM {chosen}) x
+  GROUP BY dt, event_id) c ON n.dt = c.dt AND n.event_id = c.event_id"""
 
-    u = tiebreak_col(seed, "event_id", "ad_id")
-    aggs = [F.max_by(F.col("ad_id"), F.struct(F.col(f"score_{k}"), u)).alias(f"psi_{k}") for k in range(1, m + 1)]
+
+def top_m(engine, scored_rel: str, m: int, name: str) -> str:
+    """Per event the m eligible ads with the largest ``score`` (ties: the smaller uniform, then ad_id)."""
+    engine.materialize(f"{name}_n", f"SELECT dt, event_id, count(1) AS n_eligible FROM {scored_rel} "
+                                    f"GROUP BY dt, event_id")
+    chosen = (f"(SELECT dt, event_id, r AS k, ad_id, known, 0 AS replaced FROM (SELECT *, row_number() OVER "
+              f"{_over('score DESC, u ASC, ad_id ASC')} AS r FROM {scored_rel}) t WHERE r <= {int(m)})")
+    engine.materialize(name, _per_event(chosen, f"{name}_n"))
+    return name
+
+
+def _ranked(engine, scored_rel: str, m: int, name: str) -> str:
+    """Round scores unpivoted: (dt, event_id, ad_id, known, u2, k, rank of the ad in round k)."""
+    rounds = ", ".join(f"named_struct('k', {k}, 's', score_{k})" for k in range(1, m + 1))
+    engine.materialize(name, f"""
+SELECT dt, event_id, ad_id, known, u2, k, row_number() OVER {_over('s DESC, u DESC, ad_id DESC', 'k')} AS rank
+FROM (SELECT dt, event_id, ad_id, known, u, u2, r.k AS k, r.s AS s
+      FROM (SELECT *, explode(array({rounds})) AS r FROM {scored_rel}) x) y""")
+    engine.materialize(f"{name}_n", f"SELECT dt, event_id, count(1) AS n_eligible FROM {name} WHERE k = 1 "
+                                    f"GROUP BY dt, event_id")
+    return name
+
+
+def set_select_test(engine, scored_rel: str, m: int, dedup: str, name: str) -> str:
+    """Set Select Test (module docstring); ``scored_rel`` has score_1..score_m."""
     if dedup not in ("random", "next_best"):
         raise UsageError(f"dedup must be random or next_best; got {dedup!r}")
-    aggs += [F.array_sort(F.collect_list(F.struct(tiebreak_col(seed + 1, "event_id", "ad_id").alias("u"),
-                                                  F.col("ad_id").alias("ad_id")))).alias("pool_sorted"),
-             F.array_sort(F.collect_list(F.struct(*[(-F.col(f"score_{k}")).alias(f"s{k}") for k in range(1, m + 1)],
-                                                  u.alias("u"), F.col("ad_id").alias("ad_id")))).alias("by_score"),
-             F.collect_list(F.when(~F.col("known"), F.col("ad_id"))).alias("unknown"),
-             F.count(F.lit(1)).alias("n_eligible")]
-    per_event = scored.groupBy(F.col("dt"), F.col("event_id")).agg(*aggs)
-    psi = F.array(*[F.col(f"psi_{k}") for k in range(1, m + 1)])
-    step = per_event.select(
-        F.col("dt"), F.col("event_id"), F.col("n_eligible"), F.col("unknown"), psi.alias("psi"), F.col("by_score"),
-        F.transform(psi, lambda a, i: F.array_contains(F.slice(psi, 1, i), a)).alias("dup"),
-        F.transform(F.col("pool_sorted"), lambda c: c["ad_id"]).alias("pool_all"))
-    step = step.select(
-        F.col("dt"), F.col("event_id"), F.col("n_eligible"), F.col("unknown"), F.col("psi"), F.col("dup"),
-        F.col("by_score"),
-        F.array_except(F.col("pool_all"), F.col("psi")).alias("pool"))
-    if dedup == "random":
-        filled = F.transform(F.col("psi"), lambda a, i: F.when(
-            F.col("dup")[i],
-            F.try_element_at(F.col("pool"), F.size(F.filter(F.slice(F.col("dup"), 1, i + 1), lambda d: d)))
-        ).otherwise(a))
-    else:  # sequential: Psi_k(x) if unused, else the best unused eligible ad by round k's own score
-        def pick(acc, i):
-            k_sorted = F.transform(
-                F.array_sort(F.transform(F.col("by_score"), lambda c: F.struct(
-                    F.element_at(F.array(*[c[f"s{k}"] for k in range(1, m + 1)]), (i + 1).cast("int")).alias("s"),
-                    c["u"].alias("u"), c["ad_id"].alias("ad_id")))), lambda c: c["ad_id"])
-            unused = F.filter(k_sorted, lambda a: ~F.array_contains(acc, a))
-            own = F.col("psi")[i]
-            choice = F.when(~F.array_contains(acc, own), own).otherwise(F.try_element_at(unused, F.lit(1)))
-            return F.when(choice.isNull(), acc).otherwise(F.concat(acc, F.array(choice)))
-        filled = F.aggregate(F.sequence(F.lit(0), F.lit(m - 1)), F.array().cast("array<string>"), pick)
-    out = step.select(F.col("dt"), F.col("event_id"), F.col("n_eligible"), F.col("unknown"), F.col("psi"),
-                      F.filter(filled, lambda a: a.isNotNull()).alias("chosen"),
-                      F.size(F.filter(F.col("dup"), lambda d: d)).alias("n_dup"))
-    if dedup == "random":   # filled duplicates = chosen - distinct Psi_k
-        n_replaced = F.size(F.col("chosen")) - F.lit(m) + F.col("n_dup")
-    else:                   # sequential: positions where Psi_k was already taken (chosen aligns with psi)
-        n_replaced = F.size(F.filter(F.transform(F.col("chosen"), lambda a, i: a != F.col("psi")[i]), lambda d: d))
-    return out.select(
-        F.col("dt"), F.col("event_id"), _slots_from_ads(F.col("chosen")).alias("slots"),
-        F.col("n_eligible").cast("int").alias("n_eligible"),
-        F.size(F.col("chosen")).cast("int").alias("n_chosen"),
-        F.size(F.filter(F.col("chosen"), lambda a: F.array_contains(F.col("unknown"), a))).cast("int")
-        .alias("n_fallback_chosen"),
-        n_replaced.cast("int").alias("n_replaced"),
-    )
+    ranked = _ranked(engine, scored_rel, m, f"{name}_rk")
+    chosen = _random_fill(engine, ranked, name) if dedup == "random" else _next_best(engine, ranked, m, name)
+    engine.materialize(name, _per_event(chosen, f"{ranked}_n"))
+    return name
+
+
+def _random_fill(engine, ranked: str, name: str) -> str:
+    """Psi_k in round order; the j-th duplicate takes the j-th unused eligible ad in the seeded order u2."""
+    on = "{a}.dt = {b}.dt AND {a}.event_id = {b}.event_id"
+    engine.materialize(f"{name}_psi", f"""
+SELECT dt, event_id, k, ad_id, known,
+  row_number() OVER {_over('k', 'ad_id')} > 1 AS dup
+FROM {ranked} WHERE rank = 1""")
+    engine.materialize(f"{name}_fill", f"""
+SELECT d.dt, d.event_id, d.k, p.ad_id, p.known
+FROM (SELECT dt, event_id, k, row_number() OVER {_over('k')} AS j FROM {name}_psi WHERE dup) d
+JOIN (SELECT r.dt, r.event_id, r.ad_id, r.known,
+        row_number() OVER {_over('r.u2, r.ad_id', alias='r.')} AS j
+      FROM (SELECT * FROM {ranked} WHERE k = 1) r
+      LEFT JOIN (SELECT DISTINCT dt, event_id, ad_id FROM {name}_psi) q
+        ON {on.format(a='r', b='q')} AND r.ad_id = q.ad_id
+      WHERE q.ad_id IS NULL) p ON {on.format(a='d', b='p')} AND d.j = p.j""")
+    return (f"(SELECT dt, event_id, k, ad_id, known, 0 AS replaced FROM {name}_psi WHERE NOT dup "
+            f"UNION ALL SELECT dt, event_id, k, ad_id, known, 1 AS replaced FROM {name}_fill)")
+
+
+def _next_best(engine, ranked: str, m: int, name: str) -> str:
+    """Round k takes the best eligible ad by its own score among those not chosen in rounds 1..k-1 (Psi_k when it
+    is unused): one statement per round."""
+    prev = None
+    for k in range(1, m + 1):
+        pick = f"""
+SELECT r.dt, r.event_id, {k} AS k, min_by(r.ad_id, r.rank) AS ad_id, min_by(r.known, r.rank) AS known,
+  CASE WHEN min(r.rank) > 1 THEN 1 ELSE 0 END AS replaced
+FROM (SELECT * FROM {ranked} WHERE k = {k}) r"""
+        if prev is not None:
+            pick += (f" LEFT JOIN {prev} c ON r.dt = c.dt AND r.event_id = c.event_id AND r.ad_id = c.ad_id "
+                     f"WHERE c.ad_id IS NULL")
+        pick += " GROUP BY r.dt, r.event_id"
+        cur = f"{name}_nb{k}"
+        engine.materialize(cur, pick if prev is None else f"SELECT * FROM {prev} UNION ALL {pick}")
+        prev = cur
+    return prev
 
 
 def check_m(m: int) -> int:

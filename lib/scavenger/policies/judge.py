@@ -1,4 +1,4 @@
-"""Judging learned policies offline: the estimators' values (always) and, on generator logs, the truth.
+"""Judging learned policies offline: the evaluate pipeline's estimate (always) and, on generator logs, the truth.
 
 Truth (generator's ``truth/click_rates`` P(x, a) and ADCs C_k; ranked layout), per scoring-window event t with
 eligible set A_t (all truth ads without an eligibility table) and the policy's ads h(x_t) at positions 1..m:
@@ -14,18 +14,20 @@ eligible set A_t (all truth ads without an eligibility table) and the policy's a
                        minimum-error regressor); also the per-instance form before Jensen,
                        mean_t sqrt(2 min(m, |A| - m)) sqrt(sum_a (g - P)^2).
 - logging policy       the same true value of the logged slates (sum_k C_k P(x_t, logged a_k)).
+True values are the generator's own statement (``simulation.generator.true_policy_value_sql``) on the engine.
 
-Estimators: the factored estimator (seed 001 section 4) of every learned policy on the scoring window, with the
-ADCs estimated from the same window (alpha-weighted, variance-optimal), via ``statistics.scan`` and
-``estimators.factored``; a CLT interval (ADC uncertainty not propagated).
+Estimate: ``factored_values`` runs the ``evaluate`` pipeline (pipelines/evaluate.py, estimate.adc_based_rows) on the
+scoring window and the written decisions: the factored estimator with the ADCs estimated from that window and their
+uncertainty propagated into the interval (estimators/propagate.py), the checks it relies on under ``--gate report``.
 """
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pandas as pd
+
+from .statements import coef_case, double
 
 
 def regression_bound(m: int, n_ads: int, eps: float) -> float:
@@ -33,145 +35,111 @@ def regression_bound(m: int, n_ads: int, eps: float) -> float:
     return math.sqrt(2 * min(m, n_ads - m)) * math.sqrt(n_ads) * math.sqrt(max(eps, 0.0))
 
 
-def _truth(spark, truth_dir: str):
-    from pyspark.sql import functions as F
+def read_truth(engine, truth_dir: str) -> tuple[np.ndarray, pd.DataFrame]:
+    """(C_1..C_K, click rates as pandas) of a generator truth dir; the rates also as relation ``tr_rates``."""
+    from ..io import fs
 
-    rates = spark.read.parquet(os.path.join(truth_dir, "click_rates")).select(
-        F.col("context_id").alias("t_context"), F.col("ad_id").alias("t_ad"), F.col("p").alias("p"))
-    adc = spark.read.parquet(os.path.join(truth_dir, "adc")).orderBy("position").toPandas()
-    return rates, adc["coefficient"].to_numpy(float)
-
-
-def _slate_values(spark, slates, rates, adc: np.ndarray):
-    """Per event: v = sum_k prob C_k P, s = sum prob P (slates: event_id, context_id, slots(position, ad_id, probability))."""
-    from pyspark.sql import functions as F
-
-    from .features import adc_array_col
-
-    flat = slates.select(F.col("event_id"), F.col("context_id"), F.explode_outer(F.col("slots")).alias("s"))
-    j = flat.join(F.broadcast(rates), (F.col("context_id") == F.col("t_context")) & (F.col("s.ad_id") == F.col("t_ad")),
-                  how="left")
-    c = F.coalesce(F.try_element_at(adc_array_col(adc), F.col("s.position")), F.lit(0.0))
-    p = F.coalesce(F.col("p"), F.lit(0.0)) * F.coalesce(F.col("s.probability"), F.lit(0.0))
-    return j.groupBy(F.col("event_id")).agg(F.sum(c * p).alias("v"), F.sum(p).alias("s"))
+    adc = fs.read_parquet(fs.join(truth_dir, "adc")).sort_values("position")["coefficient"].to_numpy(float)
+    files = [f[0] for f in fs.data_files(fs.join(truth_dir, "click_rates"))]
+    engine.read_parquet("tr_rates", files)
+    return adc, fs.read_parquet(fs.join(truth_dir, "click_rates"))
 
 
-def truth_report(spark, truth_dir: str, score_logs, decisions, m: int, eligible=None,
-                 scores: dict | None = None) -> dict:
-    """Per policy_id in ``decisions``: true value, oracle, regrets and (for policies in ``scores``: policy_id ->
-    DataFrame(context_key, ad_id, score, known)) eps and the regression bound. ``eligible``: (dt, event_id,
-    context_key, ad_id) candidate rows of the window, or None (all truth ads). Only aggregates are collected."""
-    from pyspark.sql import functions as F
-
-    from .features import adc_array_col, context_key_col
-
-    rates, adc = _truth(spark, truth_dir)
-    n_ads = rates.select("t_ad").distinct().count()
-    events = score_logs.select(F.col("dt"), F.col("event_id"), F.col("context_id"),
-                               context_key_col().alias("context_key"), F.col("slots"))
-    n_events = events.count()
-    # oracle: the m largest P among the event's eligible ads
-    if eligible is None:
-        cand = events.select(F.col("event_id"), F.col("context_id")).join(
-            F.broadcast(rates), F.col("context_id") == F.col("t_context"), how="inner")
+def _oracle_sql(m: int, adc: np.ndarray, cands: str | None) -> str:
+    """Sums over events of the m largest P among the eligible ads (s_star) and of C_k times them (v_star)."""
+    if cands is None:
+        rows = "SELECT e.dt, e.event_id, t.p FROM tr_sc_events e JOIN tr_rates t ON e.context_id = t.context_id"
     else:
-        cand = (eligible.select(F.col("event_id"), F.col("ad_id"))
-                .join(events.select(F.col("event_id"), F.col("context_id")), on="event_id")
-                .join(F.broadcast(rates), (F.col("context_id") == F.col("t_context")) & (F.col("ad_id") == F.col("t_ad")),
-                      how="inner"))
-    top = (cand.groupBy(F.col("event_id"))
-           .agg(F.slice(F.sort_array(F.collect_list(F.col("p")), asc=False), 1, int(m)).alias("top")))
-    C = adc_array_col(adc)
-    oracle = top.select(
-        F.aggregate(F.col("top"), F.lit(0.0), lambda acc, x: acc + x).alias("s_star"),
-        F.aggregate(F.transform(F.col("top"), lambda x, i: x * F.coalesce(F.try_element_at(C, (i + 1).cast("int")),
-                                                                           F.lit(0.0))),
-                    F.lit(0.0), lambda acc, x: acc + x).alias("v_star"))
-    o = oracle.agg(F.sum("s_star").alias("s"), F.sum("v_star").alias("v")).collect()[0]
-    s_star, v_star = float(o["s"] or 0.0) / n_events, float(o["v"] or 0.0) / n_events
+        rows = (f"SELECT c.dt, c.event_id, t.p FROM {cands} c JOIN tr_rates t ON c.context_id = t.context_id "
+                f"AND c.ad_id = t.ad_id")
+    return f"""
+SELECT sum(CASE WHEN r <= {int(m)} THEN p ELSE {double(0)} END) AS s_star,
+  sum(CASE WHEN r <= {int(m)} THEN p * coalesce({coef_case(adc, 'r')}, {double(0)}) ELSE {double(0)} END) AS v_star
+FROM (SELECT p, row_number() OVER (PARTITION BY dt, event_id ORDER BY p DESC) AS r FROM ({rows}) x) y"""
 
-    logged = events.select(F.col("event_id"), F.col("context_id"), F.transform(
-        F.col("slots"), lambda s: F.struct(s["position"].alias("position"), s["ad_id"].alias("ad_id"),
-                                           F.lit(1.0).alias("probability"))).alias("slots"))
-    lv = _slate_values(spark, logged, rates, adc).agg(F.sum("v").alias("v")).collect()[0]
+
+def _values(engine, adc: np.ndarray, decisions: str, m: int) -> pd.DataFrame:
+    """Per policy: true value, set value (C = 1) and events, by the generator's statement."""
+    from ..simulation.generator import true_policy_value_sql
+
+    tv = engine.fetch(true_policy_value_sql(list(adc), decisions, "tr_sc_logs", "tr_rates"), "true_value")
+    ones = [1.0] * max(int(m), len(adc))
+    sv = engine.fetch(true_policy_value_sql(ones, decisions, "tr_sc_logs", "tr_rates"), "set_value")
+    return tv.merge(sv.rename(columns={"true_value": "set_value"})[["policy_id", "set_value"]], on="policy_id")
+
+
+def truth_report(engine, truth_dir: str, m: int, n_events: int, cands: str | None,
+                 scores: dict | None = None) -> dict:
+    """Per policy of ``tr_decided``: true value, oracle, regrets and, for policies in ``scores`` (policy_id -> score
+    frame ctx_key, context_id, ad_id, score, known), eps and the regression bound. ``cands``: the candidate rows
+    (eligibility), or None (all truth ads). Only aggregates are fetched."""
+    adc, rates = read_truth(engine, truth_dir)
+    n_ads = int(rates["ad_id"].nunique())
+    o = engine.fetch(_oracle_sql(m, adc, cands), "oracle").iloc[0]
+    s_star, v_star = float(o["s_star"] or 0.0) / n_events, float(o["v_star"] or 0.0) / n_events
+    engine.view("tr_logged", f"SELECT 'logged' AS policy_id, event_id, transform(slots, s -> named_struct("
+                             f"'position', s.position, 'ad_id', s.ad_id, 'probability', {double(1)})) AS slots "
+                             f"FROM tr_sc_logs")
+    logged = _values(engine, adc, "tr_logged", m)
     out = {"n_events": n_events, "n_ads": n_ads, "m": m, "oracle_value": v_star, "oracle_set_value": s_star,
-           "logging_value": float(lv["v"] or 0.0) / n_events, "policies": {}}
-
-    dec = decisions.select(F.col("policy_id"), F.col("event_id"), F.col("slots")).join(
-        events.select(F.col("event_id"), F.col("context_id")), on="event_id", how="inner")
-    per_policy = (_slate_values(spark, dec.select(F.concat_ws("\u0001", F.col("policy_id"), F.col("event_id"))
-                                                   .alias("event_id"), F.col("context_id"), F.col("slots")),
-                                rates, adc)
-                  .select(F.split(F.col("event_id"), "\u0001").getItem(0).alias("policy_id"), F.col("v"), F.col("s"))
-                  .groupBy("policy_id").agg(F.sum("v").alias("v"), F.sum("s").alias("s"),
-                                            F.count(F.lit(1)).alias("n")).toPandas())
-    for _, row in per_policy.iterrows():
-        n = float(row["n"])
-        v, s = float(row["v"]) / n, float(row["s"]) / n
+           "logging_value": float(logged["true_value"].iloc[0]) if len(logged) else math.nan, "policies": {}}
+    for row in _values(engine, adc, "tr_decided", m).to_dict("records"):
+        v, s = float(row["true_value"]), float(row["set_value"])
         out["policies"][row["policy_id"]] = {
-            "true_value": v, "set_value": s, "n_events": int(n),
+            "true_value": v, "set_value": s, "n_events": int(row["n_events"]),
             "regret": v_star - v, "set_regret": s_star - s,
             "regret_vs_oracle_share": (v_star - v) / v_star if v_star else math.nan,
-            "beats_logging": v > out["logging_value"],
+            "beats_logging": bool(v > out["logging_value"]),
         }
-    for pid, table in (scores or {}).items():
-        if pid not in out["policies"]:
-            continue
-        out["policies"][pid].update(regression_error(spark, table, events, rates, n_ads, m))
+    if scores:
+        counts = engine.fetch("SELECT ctx_key, first(context_id) AS context_id, CAST(count(1) AS BIGINT) AS n "
+                              "FROM tr_sc_events GROUP BY ctx_key", "context_counts")
+        for pid, table in scores.items():
+            if pid in out["policies"]:
+                out["policies"][pid].update(regression_error(table, rates, counts, m))
     return out
 
 
-def regression_error(spark, scores, events, rates, n_ads: int, m: int) -> dict:
-    """eps = mean over events of (1/|A|) sum_{a in A} (g(x, a) - P(x, a))^2 and the bound, with the policy's scores g.
+def regression_error(scores: pd.DataFrame, rates: pd.DataFrame, counts: pd.DataFrame, m: int) -> dict:
+    """eps = mean over events of (1/|A|) sum_{a in A} (g(x, a) - P(x, a))^2 and the bounds, with the policy's scores g.
 
     A = the truth's ads plus every ad the policy scored (an ad unknown to the truth has P = 0, the value it is
     credited with in the true value); ads missing from ``scores`` get the context's fallback (mean score of the
-    known ads), as at decision time. ``n_ads`` is unused (kept for the signature); |A| is returned."""
-    from pyspark.sql import functions as F
-
-    counts = events.groupBy(F.col("context_key"), F.col("context_id")).agg(F.count(F.lit(1)).alias("n"))
-    prior = scores.where(F.col("known")).groupBy("context_key").agg(F.avg("score").alias("g_prior"))
-    ads_all = (rates.select(F.col("t_ad").alias("ad")).union(scores.select(F.col("ad_id").alias("ad")))
-               .distinct().persist())
-    n_all = ads_all.count()
-    grid = (counts.crossJoin(F.broadcast(ads_all))
-            .join(F.broadcast(rates), (F.col("context_id") == F.col("t_context")) & (F.col("ad") == F.col("t_ad")),
-                  how="left")
-            .select(F.col("context_key"), F.col("n"), F.col("ad"), F.coalesce(F.col("p"), F.lit(0.0)).alias("p")))
-    g = scores.select(F.col("context_key"), F.col("ad_id").alias("ad"), F.col("score"))
-    per = (grid.join(g, on=["context_key", "ad"], how="left").join(prior, on="context_key", how="left")
-           .select(F.col("context_key"), F.col("n"),
-                   F.pow(F.coalesce(F.col("score"), F.col("g_prior"), F.lit(0.0)) - F.col("p"), 2).alias("d2"))
-           .groupBy("context_key").agg(F.first("n").alias("n"), F.sum("d2").alias("sse")))
-    agg = per.agg(F.sum(F.col("n") * F.col("sse")).alias("w_sse"), F.sum("n").alias("n"),
-                  F.sum(F.col("n") * F.sqrt(F.col("sse"))).alias("w_rsse")).collect()[0]
-    ads_all.unpersist()
-    n = float(agg["n"])
-    eps = float(agg["w_sse"]) / n / n_all
+    known ads), as at decision time. ``counts``: events per context (ctx_key, context_id, n)."""
+    ads = sorted(set(rates["ad_id"]) | set(scores["ad_id"]))
+    P = rates.pivot_table(index="context_id", columns="ad_id", values="p", aggfunc="first") \
+        .reindex(columns=ads).fillna(0.0)
+    G = scores.pivot_table(index="ctx_key", columns="ad_id", values="score", aggfunc="first").reindex(columns=ads)
+    prior = scores[scores["known"].astype(bool)].groupby("ctx_key")["score"].mean()
+    G = G.reindex(counts["ctx_key"])
+    G = G.T.fillna(prior.reindex(G.index)).T.fillna(0.0)
+    Pm = P.reindex(counts["context_id"]).fillna(0.0).to_numpy(float)
+    sse = ((G.to_numpy(float) - Pm) ** 2).sum(axis=1)
+    n = counts["n"].to_numpy(float)
+    n_all = len(ads)
+    eps = float(n @ sse / n.sum() / n_all)
     kappa = 2 * min(m, n_all - m)
     return {"eps_l2": eps, "n_ads_bound": int(n_all), "regret_bound": regression_bound(m, n_all, eps),
-            "regret_bound_per_instance": math.sqrt(kappa) * float(agg["w_rsse"]) / n}
+            "regret_bound_per_instance": math.sqrt(kappa) * float(n @ np.sqrt(sse)) / float(n.sum())}
 
 
-def factored_values(spark, score_logs, decisions, method: str = "variance_optimal", level: float = 0.95) -> pd.DataFrame:
-    """Factored estimate (estimated ADCs of the same window) of every policy in ``decisions``.
+def factored_values(engine, logs, decisions: str, window: tuple, policies: list, adc_method: str = "heuristic",
+                    level: float = 0.95) -> pd.DataFrame:
+    """The ``evaluate`` pipeline's factored estimate of ``policies`` over ``window`` (module docstring).
 
-    Returns policy_id, estimator, value, std_error, ci_low, ci_high, supported_share, adc (list)."""
-    from ..estimators.adc import adc_table, adc_vector
-    from ..estimators.factored import ad_impressions, factored_estimate
-    from ..statistics.window import tables_of
+    Returns policy_id, value, std_error, ci_low, ci_high, interval_kind, supported_share, identified, reason,
+    checks, adc_method, adc (the ADC vector used)."""
+    from ..pipelines import evaluate as P
+    from ..pipelines.common import GateConfig, describe_inputs
+    from ..statistics.scan import StatsConfig
 
-    tables = tables_of(score_logs, decisions)
-    C = adc_vector(adc_table(tables["ad_position"], methods=(method,), bootstrap=False), method)
-    T_a = ad_impressions(tables["ad_position"])
-    rows = []
-    for pid in sorted(tables["policy_events"]["policy_id"].unique()):
-        def sub(name):
-            t = tables.get(name)
-            if t is None or not len(t):
-                return t
-            return t[t["policy_id"] == pid]
-        est = factored_estimate(sub("factored"), sub("factored_sq"), T_a, C, sub("target_placements"), level)
-        rows.append({"policy_id": pid, "estimator": "factored", **est, "adc_method": method,
-                     "adc": [float(c) for c in C]})
-    return pd.DataFrame(rows)
+    inputs = describe_inputs(logs, decisions, window[0], window[1], policies)
+    options = P.EvaluateOptions(estimators=["factored"], adc_method=adc_method, level=level, policies=list(policies))
+    gate = GateConfig(mode="report", great_expectations=False)
+    ev = P.evaluate(engine, inputs, options, gate, StatsConfig(rules=gate.rules, policies=tuple(policies)))
+    est = ev.estimates[ev.estimates["estimator"] == "factored"]
+    adc = ev.adc[ev.adc["method"] == adc_method].drop_duplicates("position").sort_values("position") \
+        if ev.adc is not None else pd.DataFrame(columns=["coefficient"])
+    cols = ["policy_id", "value", "std_error", "ci_low", "ci_high", "interval_kind", "supported_share",
+            "identified", "reason", "checks", "adc_method"]
+    return est[cols].assign(adc=[[float(c) for c in adc["coefficient"]]] * len(est)).reset_index(drop=True)

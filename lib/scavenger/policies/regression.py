@@ -4,96 +4,100 @@ g(x, a) = the intrinsic (position-free) click rate of ad a in context x. Under t
 P(click | x, a at i) = C_i P(x, a) (seed 001 section 4), a logged slot gives a Poisson/Bernoulli count with mean
 C_i P(x, a), so g is fitted as a Poisson GLM with log link and offset log C_i:
 
-    log E[r | x, a, i] = log C_i + w . phi(x, a),     g(x, a) = exp(w . phi(x, a)),
+    log E[r | x, a, i] = log C_i + b + w . phi(x, a),     g(x, a) = exp(b + w . phi(x, a)),
 
 phi(x, a) = one-hot of "ad=a" and "ad=a|t" for every context token t (ad effects and ad x context interactions;
-see ``features``). Spark ML ``GeneralizedLinearRegression`` (IRLS) fits it from the exploded slots without
-collecting them. When the one-hot vocabulary exceeds IRLS's 4096-feature limit the learner falls back to a weighted
-least-squares fit of r / C_i (mean P(x, a); weight C_i, ~ inverse variance) with L-BFGS, and says so.
+see ``features``). On the aggregated rows (n slots with the same (x, a, i), s_r their rewards) the objective is
+
+    L(b, w) = (1/N) sum_rows [n C_i exp(eta) - s_r (log C_i + eta)] + (reg_param / 2) |w|^2,   N = sum n,
+
+the mean Poisson negative log-likelihood per slot (constants dropped) plus an L2 term on w (the intercept b is not
+penalised); minimised by Newton's method (``learning.newton``) in numpy/scipy.
 
 h_g(x) = the m eligible ads with the largest g (``eligibility.top_m``). An ad eligible at scoring time but absent
-from training gets the fallback score "prior mean": the mean of g over the trained ads in that context.
+from training gets the fallback score "prior mean": the mean of g over the trained ads scored in that context.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .features import ad_cross_tokens_col
+import numpy as np
+import pandas as pd
 
-IRLS_MAX_FEATURES = 4096
+from ..errors import DataCheckFailed
+from .features import ad_cross_tokens, design, vocabulary
+from .learning import newton, read_model, save_model
+
+METHOD = "regression"
 
 
 @dataclass
 class RegressionConfig:
     reg_param: float = 1e-4
     max_iter: int = 25
-    min_df: float = 1.0          # CountVectorizer minDF (tokens seen in fewer rows are dropped)
-    solver: str = "auto"         # auto | glm | linear
 
 
-def _with_tokens(rows):
-    from pyspark.sql import functions as F
+@dataclass
+class PoissonModel:
+    vocabulary: list
+    intercept: float
+    coef: np.ndarray
+    info: dict = field(default_factory=dict)
 
-    return rows.select(*[F.col(c) for c in rows.columns], ad_cross_tokens_col().alias("tokens"))
+    def log_g(self, ads, tokens) -> np.ndarray:
+        """log g(x, a) for pairs (ad, context tokens)."""
+        X = design([ad_cross_tokens(a, t) for a, t in zip(ads, tokens)], self.vocabulary)
+        return self.intercept + X @ self.coef
 
+    def score(self, contexts: pd.DataFrame, ads: pd.DataFrame) -> pd.DataFrame:
+        """g(x, a) for every (context, ad): ctx_key, context_id, ad_id, score, known. ``contexts``: ctx_key,
+        context_id, tokens; ``ads``: ad_id, known (seen in training). Unknown ads: the context's mean g over the
+        known ads (0 when it has none)."""
+        grid = contexts[["ctx_key", "context_id", "tokens"]].merge(ads[["ad_id", "known"]], how="cross")
+        g = np.exp(self.log_g(grid["ad_id"], grid["tokens"]))
+        grid = grid.drop(columns="tokens").assign(score=g)
+        known = grid["known"].astype(bool)
+        prior = grid[known].groupby("ctx_key")["score"].mean()
+        grid.loc[~known, "score"] = grid.loc[~known, "ctx_key"].map(prior).fillna(0.0).to_numpy(float)
+        return grid[["ctx_key", "context_id", "ad_id", "score", "known"]].reset_index(drop=True)
 
-def fit_regression(rows, config: RegressionConfig = RegressionConfig()):
-    """Fit g on aggregated slot rows (``features.aggregate_slots(usable(slot_rows(...)))``).
+    def save(self, model_dir: str, meta: dict) -> str:
+        return save_model(model_dir, {**meta, "learner": self.info, "vocabulary": list(self.vocabulary)},
+                          {"intercept": np.array([self.intercept]), "coef": self.coef})
 
-    Returns (PipelineModel, info dict)."""
-    from pyspark.ml import PipelineModel
-    from pyspark.ml.feature import CountVectorizer
-    from pyspark.ml.regression import GeneralizedLinearRegression, LinearRegression
-    from pyspark.sql import functions as F
-
-    # rows: aggregated slots (features.aggregate_slots); Poisson log-likelihood of a group of n slots with the
-    # same (x, a, i): s_r (log C_i + eta) - n C_i exp(eta) = n [ybar (log C_i + eta) - C_i exp(eta)], ybar = s_r / n:
-    # a weighted Poisson GLM with label ybar and weight n has the same maximiser as the per-slot fit.
-    data = _with_tokens(rows).select(F.col("tokens"), (F.col("s_r") / F.col("n")).alias("ybar"),
-                                     F.col("n").cast("double").alias("n"), F.col("coef"),
-                                     F.log(F.col("coef")).alias("offset"),
-                                     (F.col("s_r") / (F.col("n") * F.col("coef"))).alias("r_adj"),
-                                     (F.col("n") * F.col("coef")).alias("w_ls"))
-    cv = CountVectorizer(inputCol="tokens", outputCol="features", binary=True, minDF=config.min_df,
-                         vocabSize=1 << 20).fit(data)
-    n_features = len(cv.vocabulary)
-    solver = config.solver
-    if solver == "auto":
-        solver = "glm" if n_features <= IRLS_MAX_FEATURES else "linear"
-    vec = cv.transform(data)
-    if solver == "glm":
-        est = GeneralizedLinearRegression(family="poisson", link="log", featuresCol="features", labelCol="ybar",
-                                          weightCol="n", offsetCol="offset", regParam=config.reg_param, maxIter=config.max_iter,
-                                          predictionCol="g")
-    elif solver == "linear":
-        est = LinearRegression(featuresCol="features", labelCol="r_adj", weightCol="w_ls",
-                               regParam=config.reg_param, maxIter=max(config.max_iter, 100), solver="l-bfgs",
-                               predictionCol="g")
-    else:
-        raise ValueError(f"unknown regression solver {solver!r}")
-    fitted = est.fit(vec)
-    info = {"solver": "poisson_glm_offset_log_adc" if solver == "glm" else "weighted_least_squares_r_over_adc",
-            "n_features": n_features, "reg_param": config.reg_param, "max_iter": config.max_iter}
-    if solver == "glm":
-        info["iterations"] = int(fitted.summary.numIterations)
-    return PipelineModel(stages=[cv, fitted]), info
+    @classmethod
+    def load(cls, model_dir: str) -> "PoissonModel":
+        meta, arrays = read_model(model_dir)
+        return cls(meta["vocabulary"], float(arrays["intercept"][0]), arrays["coef"], meta.get("learner", {}))
 
 
-def score(model, contexts, ads):
-    """g(x, a) for every (context, candidate ad): DataFrame context_key, ad_id, score, known.
+def fit_regression(agg: pd.DataFrame, tokens: dict, config: RegressionConfig = RegressionConfig()) -> PoissonModel:
+    """Fit g on the aggregated rows (``learning.aggregated``: ctx_key, ad_id, position, coef, n, s_r);
+    ``tokens``: ctx_key -> context tokens."""
+    rows = [ad_cross_tokens(a, tokens[c]) for c, a in zip(agg["ctx_key"], agg["ad_id"])]
+    vocab = vocabulary(rows)
+    X = design(rows, vocab)
+    n, s = agg["n"].to_numpy(float), agg["s_r"].to_numpy(float)
+    offset = np.log(agg["coef"].to_numpy(float)) + np.log(n)       # n C_i exp(eta) = exp(eta + log C_i + log n)
+    N, lam = float(n.sum()), float(config.reg_param)
+    if not s.sum() > 0:
+        raise DataCheckFailed("no rewards in the training window: the regression reduction has nothing to learn")
 
-    ``contexts``: context_key, ctx_tokens (distinct contexts of the scoring window); ``ads``: ad_id, known
-    (known = seen in training). Unknown ads get the context's mean g over known ads (prior mean)."""
-    from pyspark.sql import functions as F
+    def fun(beta):
+        eta = beta[0] + X @ beta[1:]
+        mu = np.exp(np.minimum(eta + offset, 700.0))
+        r = (mu - s) / N
+        value = (mu.sum() - s @ eta) / N + 0.5 * lam * beta[1:] @ beta[1:]
+        return value, np.concatenate([[r.sum()], X.T @ r + lam * beta[1:]])
 
-    grid = contexts.crossJoin(F.broadcast(ads)).select(
-        F.col("context_key"), F.col("ctx_tokens"), F.col("ad_id"), F.col("known"), F.lit(0.0).alias("offset"))
-    pred = model.transform(_with_tokens(grid)).select(F.col("context_key"), F.col("ad_id"), F.col("known"),
-                                                      F.col("g"))
-    prior = (pred.where(F.col("known")).groupBy(F.col("context_key"))
-             .agg(F.avg(F.col("g")).alias("g_prior")))
-    return (pred.join(prior, on="context_key", how="left")
-            .select(F.col("context_key"), F.col("ad_id"),
-                    F.when(F.col("known"), F.col("g")).otherwise(F.coalesce(F.col("g_prior"), F.lit(0.0)))
-                    .alias("score"),
-                    F.col("known")))
+    def hessp(beta, v):
+        mu = np.exp(np.minimum(beta[0] + X @ beta[1:] + offset, 700.0)) / N
+        t = mu * (v[0] + X @ v[1:])
+        return np.concatenate([[t.sum()], X.T @ t + lam * v[1:]])
+
+    x0 = np.zeros(len(vocab) + 1)
+    x0[0] = np.log(s.sum() / np.exp(offset).sum())
+    beta, info = newton(fun, x0, hessp, config.max_iter)
+    info = {"solver": "poisson_glm_offset_log_adc", "optimizer": "newton_trust_region_cg", "n_features": len(vocab),
+            "n_rows": int(len(agg)), "reg_param": lam, "max_iter": config.max_iter, **info}
+    return PoissonModel(vocab, float(beta[0]), beta[1:], info)

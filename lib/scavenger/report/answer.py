@@ -7,7 +7,7 @@ plot of every policy side by side, then the checks: failed and warned first, eac
 line. A policy the data cannot identify reads "not identified: <reason>", an estimate without a finite interval
 "no interval: <reason>": no number stands where the data support none.
 
-Every value reaches the page through ``_esc``; the plot's texts are literal (figures._literal).
+Every value reaches the page through ``_esc``; the plot's texts are literal (plotting._literal).
 """
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from . import figures
-from .build import OFF_SCALE, _esc, diag_value, img, truth_for_window
+from .plotting import _err, _finite, _literal
+from .markup import _esc, img
+from .numbers import OFF_SCALE, diag_value, truth_for_window
 from .honest import honest_text
 from .verdicts import checks_block, rank
 
@@ -69,7 +70,7 @@ def _estimate(r: dict, logged) -> dict:
     line = {"status": "ok", "estimator": r["estimator"], "interval_kind": r.get("interval_kind"),
             "level": r.get("level"), "value": value, "ci_low": lo, "ci_high": hi, "checks": r.get("checks"),
             "lift": None, "lift_rel": None, "vs_logged": None}
-    if figures._finite(logged):
+    if _finite(logged):
         line["lift"] = value - logged
         line["lift_rel"] = (value - logged) / abs(logged) if logged else None
         line["vs_logged"] = "above" if lo > logged else "below" if hi < logged else "includes"
@@ -83,7 +84,7 @@ def _no_estimate(rows: pd.DataFrame) -> dict:
     recs = rows.to_dict("records")
     for r in recs:
         text = honest_text(r)
-        if text and text.startswith("no interval") and figures._finite(r.get("value")):
+        if text and text.startswith("no interval") and _finite(r.get("value")):
             return {"status": "no_interval", "estimator": r["estimator"], "value": float(r["value"]),
                     "reason": text.split(": ", 1)[1], "checks": r.get("checks")}
     reasons = dict.fromkeys(f"{r['estimator']}: {(honest_text(r) or 'not identified: ').split(': ', 1)[1]}"
@@ -119,7 +120,7 @@ def _short(text: str, n: int = 90) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-@figures._literal
+@_literal
 def policies_figure(lines: list[dict]) -> Figure | None:
     """Every policy side by side: its recommended estimate with its interval (colored by the worst verdict of the
     checks it relies on), the logging policy's logged value as a reference line (band: +-1.96 se), the true value
@@ -130,7 +131,7 @@ def policies_figure(lines: list[dict]) -> Figure | None:
     ax = fig.add_subplot(1, 1, 1)
     y = np.arange(len(lines))[::-1]
     pts = [float(ln[k]) for ln in lines for k in ("value", "ci_low", "ci_high", "true_value", "logged_value")
-           if figures._finite(ln.get(k))]
+           if _finite(ln.get(k))]
     lo, hi = (min(pts), max(pts)) if pts else (0.0, 1.0)
     pad = 0.12 * (hi - lo) if hi > lo else max(abs(hi) * 0.1, 0.01)
     ax.set_xlim(lo - pad, hi + pad)
@@ -150,14 +151,14 @@ def policies_figure(lines: list[dict]) -> Figure | None:
         color, label = _STYLE[worst(ln.get("checks"))]
         v = ln["value"]
         if ln["status"] == "ok":
-            ax.errorbar([v], [yi], xerr=figures._err([v], [ln["ci_low"]], [ln["ci_high"]]), fmt="o", capsize=4,
+            ax.errorbar([v], [yi], xerr=_err([v], [ln["ci_low"]], [ln["ci_high"]]), fmt="o", capsize=4,
                         color=color, label=once(label))
             text = f"{ln['estimator']}: {v:.4g} [{ln['ci_low']:.4g}, {ln['ci_high']:.4g}]"
         else:
             ax.plot([v], [yi], "o", color=color, label=once(label))
             text = _short(f"{ln['estimator']}: {v:.4g}, no interval: {ln['reason']}", 80)
         ax.annotate(text, (v, yi), xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7)
-        if figures._finite(ln.get("true_value")):
+        if _finite(ln.get("true_value")):
             ax.plot([ln["true_value"]], [yi], "*", color="#2ca02c", markersize=11, label=once("true value (generator)"))
     _logged_reference(ax, lines, y)
     ax.set_ylim(-0.7, len(lines) - 0.3)
@@ -174,14 +175,14 @@ def policies_figure(lines: list[dict]) -> Figure | None:
 def _logged_reference(ax, lines: list[dict], y) -> None:
     """One line for the logged value (and its +-1.96 se band) when every policy shares it, else a tick per row."""
     logged = [(yi, ln["logged_value"], ln.get("logged_value_se")) for yi, ln in zip(y, lines)
-              if figures._finite(ln.get("logged_value"))]
+              if _finite(ln.get("logged_value"))]
     if not logged:
         return
     values = {round(float(v), 12) for _, v, _ in logged}
     if len(values) == 1:
         _, v, se = logged[0]
         ax.axvline(float(v), color="k", linestyle="--", linewidth=1, label=f"logging policy (logged) = {v:.4g}")
-        if figures._finite(se) and se > 0:
+        if _finite(se) and se > 0:
             ax.axvspan(v - 1.96 * se, v + 1.96 * se, color="k", alpha=0.08, linewidth=0)
         return
     for i, (yi, v, _) in enumerate(logged):
@@ -212,20 +213,20 @@ def _estimate_cells(ln: dict) -> str:
     if ln["status"] == "no_interval":
         return est + f'<td class="why">no interval: {_esc(ln["reason"])}</td>'
     level = ln.get("level")
-    kind = (f"{float(level):.0%} " if figures._finite(level) else "") + str(ln.get("interval_kind") or "")
+    kind = (f"{float(level):.0%} " if _finite(level) else "") + str(ln.get("interval_kind") or "")
     return est + (f'<td class="num">[{_num("answer_ci_low", p, ln["ci_low"])}, '
                   f'{_num("answer_ci_high", p, ln["ci_high"])}]<br><span class="muted">{_esc(kind)}</span></td>')
 
 
 def _logged_and_lift(ln: dict) -> str:
     p, v, se = ln["policy_id"], ln.get("logged_value"), ln.get("logged_value_se")
-    if not figures._finite(v):
+    if not _finite(v):
         return '<td class="why">unknown (no logged_value in the diagnostics)</td><td class="num">&ndash;</td>'
     logged = _num("answer_logged", p, v) + (f' <span class="muted">&plusmn; {1.96 * se:.2g}</span>'
-                                            if figures._finite(se) else "")
-    if not figures._finite(ln.get("lift")):
+                                            if _finite(se) else "")
+    if not _finite(ln.get("lift")):
         return f'<td class="num">{logged}</td><td class="num">&ndash;</td>'
-    rel = f" ({ln['lift_rel']:+.1%})" if figures._finite(ln.get("lift_rel")) else ""
+    rel = f" ({ln['lift_rel']:+.1%})" if _finite(ln.get("lift_rel")) else ""
     vs = {"above": "interval above it", "below": "interval below it",
           "includes": "interval includes it"}.get(ln.get("vs_logged"), "no interval to compare")
     return (f'<td class="num">{logged}</td><td class="num">{_num("answer_lift", p, ln["lift"], "+.4g")}{rel}<br>'
@@ -234,7 +235,7 @@ def _logged_and_lift(ln: dict) -> str:
 
 def lines_table(lines: list[dict]) -> str:
     """The top lines: one ``<tr data-policy data-status>`` per policy."""
-    truth = any(figures._finite(ln.get("true_value")) for ln in lines)
+    truth = any(_finite(ln.get("true_value")) for ln in lines)
     head = ["policy", "recommended estimate", "interval", "logging policy (logged)", "lift over logging"] + \
         (["true value (generator)"] if truth else []) + ["checks bearing on it"]
     body = []
@@ -244,7 +245,7 @@ def lines_table(lines: list[dict]) -> str:
         if truth:
             tv = ln.get("true_value")
             cells.append(f'<td class="num">{_num("answer_true", ln["policy_id"], tv)}</td>'
-                         if figures._finite(tv) else '<td class="num">&ndash;</td>')
+                         if _finite(tv) else '<td class="num">&ndash;</td>')
         cells.append(f'<td class="checks">{_badges(ln.get("checks")) if ln["status"] != "not_identified" else ""}'
                      "</td>")
         body.append(f'<tr data-policy="{_esc(ln["policy_id"])}" data-status="{ln["status"]}">{"".join(cells)}</tr>')

@@ -1,106 +1,19 @@
 """The report's plots: matplotlib (Agg canvas, no display, no global pyplot state) -> PNG bytes.
 
-Every function takes a small pandas table and returns ``bytes`` of a PNG (or None when there is nothing to
-draw). The notebook calls the same functions and shows the PNG (``IPython.display.Image``) or gets the Figure
-through ``*_figure`` variants.
+Every ``*_figure`` function takes a small pandas table and returns a Figure whose texts are literal (or None when
+there is nothing to draw); :func:`to_png` renders it (plotting.py). The notebook calls the same functions and shows
+the PNG (``IPython.display.Image``).
 """
 from __future__ import annotations
 
-import io
-import math
-
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-DPI = 100
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-          "#17becf"]
+from .plotting import COLORS, _err, _finite, _literal, to_png  # noqa: F401  (to_png: the notebook's, as before)
 
-
-# Policy ids, ad ids and estimator names come from the data: in a plot they are text, never markup (a "$" would
-# start matplotlib's mathtext, a TeX setting would hand them to LaTeX) and never a control character
-_LITERAL_RC = {"text.usetex": False, "text.parse_math": False}
-
-
-def literal_text(fig: Figure) -> Figure:
-    """Every text of ``fig`` literal: mathtext and TeX off, control characters escaped, long values cut."""
-    from matplotlib.text import Text
-
-    from ..safe import bound
-
-    for ax in fig.axes:                  # tick labels given as text are set again from the formatter at draw time
-        for axis in (ax.xaxis, ax.yaxis):
-            for fmt in (axis.get_major_formatter(), axis.get_minor_formatter()):
-                if hasattr(fmt, "seq"):                                   # FixedFormatter
-                    fmt.seq = [bound(str(x), limit=300, value_limit=80) for x in fmt.seq]
-                elif callable(getattr(fmt, "func", None)) and not getattr(fmt.func, "_literal", False):
-                    fmt.func = _bounded_func(fmt.func)                      # FuncFormatter (set_ticklabels)
-    for a in fig.findobj():              # artists' labels (legend entries are built from them)
-        label = a.get_label() if hasattr(a, "get_label") else None
-        if isinstance(label, str) and label and not label.startswith("_"):
-            safe = bound(label, limit=300, value_limit=80)
-            if safe != label:
-                a.set_label(safe)
-    for t in fig.findobj(Text):
-        t.set_usetex(False)
-        t.set_parse_math(False)
-        text = t.get_text()
-        safe = bound(text, limit=300, value_limit=80) if text else text
-        if safe != text:
-            t.set_text(safe)
-    return fig
-
-
-def _bounded_func(func):
-    from ..safe import bound
-
-    def wrapped(x, pos=None):
-        return bound(str(func(x, pos)), limit=300, value_limit=80)
-
-    wrapped._literal = True
-    return wrapped
-
-
-def _literal(fn):
-    """A figure function whose texts are literal (see :func:`literal_text`), also in the notebook."""
-    import functools
-
-    import matplotlib
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with matplotlib.rc_context(_LITERAL_RC):
-            fig = fn(*args, **kwargs)
-        return literal_text(fig) if fig is not None else fig
-
-    return wrapper
-
-
-def to_png(fig: Figure) -> bytes:
-    """Render a Figure to PNG bytes with the Agg canvas (texts literal, see :func:`literal_text`)."""
-    import matplotlib
-
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    with matplotlib.rc_context(_LITERAL_RC):
-        literal_text(fig)
-        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
-    return buf.getvalue()
-
-
-def _finite(x) -> bool:
-    try:
-        return x is not None and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def _err(values, lows, highs):
-    """Asymmetric error bars (non-negative, NaN where the interval is missing)."""
-    v, lo, hi = (np.asarray(a, dtype=float) for a in (values, lows, highs))
-    return np.vstack([np.clip(v - lo, 0, None), np.clip(hi - v, 0, None)])
+__all__ = ["to_png", "adc_figure", "forest_figure", "alpha_figure", "variance_reduction_figure", "trend_figure",
+           "daily_figure"]
 
 
 @_literal
@@ -252,24 +165,14 @@ def trend_figure(history: pd.DataFrame, policy_id: str) -> Figure | None:
     for j, ((est, kind), g) in enumerate(sub.groupby(["estimator", "interval_kind"], sort=True, dropna=False)):
         g = g.sort_values("run_dt")
         x = pd.to_datetime(g["run_dt"])
-        color = COLORS[j % len(COLORS)]
-        ax.plot(x, g["value"].astype(float), marker="o", color=color, label=f"{est} ({kind})")
-        ax.fill_between(x, g["ci_low"].astype(float), g["ci_high"].astype(float), color=color, alpha=0.12)
+        _dated_series(ax, x, g, j, "o", f"{est} ({kind})")
     from matplotlib import dates as mdates
 
     span = (pd.to_datetime(sub["run_dt"]).max() - pd.to_datetime(sub["run_dt"]).min()).days
     ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, span // 8 + 1)))
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
-    ax.set_xlabel("run date (end of the trailing window)")
-    ax.set_ylabel("estimated value per event")
-    ax.set_title(f"Policy {policy_id}: estimates over the daily windows")
-    ax.grid(True, alpha=0.3)
-    fig.autofmt_xdate()
-    ax.legend(fontsize=7, loc="best", ncol=2)
-    return fig
-
-
-__all__ = ["to_png", "adc_figure", "forest_figure", "alpha_figure", "variance_reduction_figure", "trend_figure"]
+    return _dated_axes(fig, ax, "run date (end of the trailing window)",
+                       f"Policy {policy_id}: estimates over the daily windows")
 
 
 @_literal
@@ -286,18 +189,29 @@ def daily_figure(by_day: pd.DataFrame, policy_id: str) -> Figure | None:
     for j, (est, g) in enumerate(sub.groupby("estimator", sort=True)):
         g = g.sort_values("dt")
         x = pd.to_datetime(g["dt"].astype(str))
-        color = COLORS[j % len(COLORS)]
-        ax.plot(x, g["value"].astype(float), marker=".", color=color, label=est)
-        ax.fill_between(x, g["ci_low"].astype(float), g["ci_high"].astype(float), color=color, alpha=0.12)
+        _dated_series(ax, x, g, j, ".", est)
     pts = np.concatenate([sub[c].astype(float).to_numpy() for c in ("value", "ci_low", "ci_high")])
     pts = pts[np.isfinite(pts)]
     if pts.size:
         lo, hi = np.quantile(pts, [0.02, 0.98])
         pad = 0.1 * (hi - lo) if hi > lo else 0.1
         ax.set_ylim(lo - pad, hi + pad)
-    ax.set_xlabel("day (each estimated from that day's statistics alone)")
+    return _dated_axes(fig, ax, "day (each estimated from that day's statistics alone)",
+                       f"Policy {policy_id}: daily estimates and their intervals")
+
+
+def _dated_series(ax, x, g: pd.DataFrame, j: int, marker: str, label: str) -> None:
+    """One estimator's values by date and the band of its interval (trend and daily plots)."""
+    color = COLORS[j % len(COLORS)]
+    ax.plot(x, g["value"].astype(float), marker=marker, color=color, label=label)
+    ax.fill_between(x, g["ci_low"].astype(float), g["ci_high"].astype(float), color=color, alpha=0.12)
+
+
+def _dated_axes(fig: Figure, ax, xlabel: str, title: str) -> Figure:
+    """The labels, grid, dated x ticks and legend of a plot of estimates by date (trend and daily plots)."""
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("estimated value per event")
-    ax.set_title(f"Policy {policy_id}: daily estimates and their intervals")
+    ax.set_title(title)
     ax.grid(True, alpha=0.3)
     fig.autofmt_xdate()
     ax.legend(fontsize=7, loc="best", ncol=2)

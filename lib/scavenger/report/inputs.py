@@ -147,16 +147,6 @@ def find_data_docs(validate_dir: str | None) -> str | None:
     return str(candidates[0]) if candidates else None
 
 
-def _dt_dirs(parent: Path) -> list[tuple[str, Path]]:
-    out = []
-    if parent.is_dir():
-        for child in sorted(parent.iterdir()):
-            m = _DT_DIR.match(child.name)
-            if m and child.is_dir():
-                out.append((m.group(1), child))
-    return out
-
-
 def read_history(root: str | Path, spark_factory: Callable | None = None) -> pd.DataFrame | None:
     """Estimates of every daily run under ``root``: directories ``dt=DS`` (at any depth up to 3 below root)
     holding ``estimates/``; adds ``run_dt`` (DS) and ``dataset`` (the directory above dt=, e.g. the registry
@@ -209,73 +199,94 @@ def load_inputs(adc: str | None = None, estimates: str | None = None, diagnostic
     inp = ReportInputs()
     est_paths: list[tuple[str, str | None]] = []
     diag_paths: list[str] = []
-    validate_dir = None
     if root is not None:
-        if dt is None:
-            raise UsageError("--root needs --dt (the run date whose outputs to show)")
-        try:
-            _dt.date.fromisoformat(dt)
-        except ValueError:
-            raise UsageError(f"--dt expects YYYY-MM-DD, got {dt!r}") from None
-        r = _local(root)
-        if not r.is_dir():
-            raise UsageError(f"--root: no such directory {root}")
-        if adc is None and (r / "adc" / f"dt={dt}" / "adc").exists():
-            adc = str(r / "adc" / f"dt={dt}")
-        if estimates is None:
-            for ds_dir in sorted((r / "evaluate").glob(f"*/dt={dt}")) + sorted((r / "evaluate").glob(f"dt={dt}")):
-                if (ds_dir / "estimates").exists():
-                    est_paths.append((str(ds_dir / "estimates"), str(ds_dir)))
-        if validation is None and (r / "validate" / f"dt={dt}" / "validation").exists():
-            validation = str(r / "validate" / f"dt={dt}")
-        if history is None and (r / "evaluate").exists():
-            history = str(r / "evaluate")
+        adc, validation, history, est_paths = _root_layout(root, dt, adc, estimates, validation, history)
     if estimates is not None:
-        est_path, est_job = resolve_table(estimates, "estimates")
-        est_paths.append((est_path, est_job))
+        est_paths.append(resolve_table(estimates, "estimates"))
     if diagnostics is not None:
         diag_paths.append(resolve_table(diagnostics, "diagnostics")[0])
-
     if adc is not None:
         path, job = resolve_table(adc, "adc")
         inp.adc = read_table(path, spark_factory)
         inp.sources["adc"] = path
         if (res := read_result(job)) is not None:
             inp.results["adc"] = res
-    est_frames, diag_frames = [], []
-    for i, (path, job) in enumerate(est_paths):
+    _read_estimates(inp, est_paths, diag_paths, not diagnostics, spark_factory)
+    if validation is not None:
+        _read_validation(inp, validation, spark_factory)
+    if history is not None:
+        inp.history = read_history(history, spark_factory)
+        inp.sources["history"] = history
+    if ground_truth is not None:
+        inp.ground_truth, inp.sources["ground_truth"] = _read_ground_truth(ground_truth)
+    return inp
+
+
+def _root_layout(root: str, dt: str | None, adc, estimates, validation, history) -> tuple:
+    """(adc, validation, history, estimates paths) of the daily DAG's layout ``{root}/<job>/dt=<dt>/``; an input
+    given explicitly is kept."""
+    if dt is None:
+        raise UsageError("--root needs --dt (the run date whose outputs to show)")
+    try:
+        _dt.date.fromisoformat(dt)
+    except ValueError:
+        raise UsageError(f"--dt expects YYYY-MM-DD, got {dt!r}") from None
+    r = _local(root)
+    if not r.is_dir():
+        raise UsageError(f"--root: no such directory {root}")
+    if adc is None and (r / "adc" / f"dt={dt}" / "adc").exists():
+        adc = str(r / "adc" / f"dt={dt}")
+    est_paths = []
+    if estimates is None:
+        for ds_dir in sorted((r / "evaluate").glob(f"*/dt={dt}")) + sorted((r / "evaluate").glob(f"dt={dt}")):
+            if (ds_dir / "estimates").exists():
+                est_paths.append((str(ds_dir / "estimates"), str(ds_dir)))
+    if validation is None and (r / "validate" / f"dt={dt}" / "validation").exists():
+        validation = str(r / "validate" / f"dt={dt}")
+    if history is None and (r / "evaluate").exists():
+        history = str(r / "evaluate")
+    return adc, validation, history, est_paths
+
+
+def _read_estimates(inp: ReportInputs, est_paths: list, diag_paths: list, diagnostics_beside: bool,
+                    spark_factory: Callable | None) -> None:
+    """The estimates of every evaluate run, their result.json, by-day tables and (``diagnostics_beside``: no
+    --diagnostics given) the diagnostics beside them."""
+    est_frames = []
+    for path, job in est_paths:
         est_frames.append(read_table(path, spark_factory))
         inp.sources.setdefault("estimates", []).append(path)
         if job is not None:
             if (res := read_result(job)) is not None:
                 inp.results["evaluate" if len(est_paths) == 1 else f"evaluate[{Path(job).parent.name}]"] = res
-            if not diagnostics and (Path(job) / "diagnostics").exists():
+            if diagnostics_beside and (Path(job) / "diagnostics").exists():
                 diag_paths.append(str(Path(job) / "diagnostics"))
     inp.estimates, inp.by_day = _concat(est_frames), _by_day_beside(est_paths, spark_factory)
     inp.diagnostics = _concat([read_table(p, spark_factory) for p in diag_paths])
     if diag_paths:
         inp.sources["diagnostics"] = diag_paths
-    if validation is not None:
-        path, validate_dir = resolve_table(validation, "validation")
-        inp.validation = read_table(path, spark_factory)
-        inp.sources["validation"] = path
-        if (res := read_result(validate_dir)) is not None:
-            inp.results["validate"] = res
-        if validate_dir:  # a validate run that set nothing aside may have no quarantine/ directory
-            qdir = Path(validate_dir) / "quarantine"
-            inp.quarantine = quarantine_counts(qdir) if qdir.exists() else pd.DataFrame(columns=["table", "dt", "rows"])
-        docs = ((inp.results.get("validate") or {}).get("outputs") or {}).get("data_docs")
-        inp.data_docs = docs if docs and Path(docs).is_file() else find_data_docs(validate_dir)
-    if history is not None:
-        inp.history = read_history(history, spark_factory)
-        inp.sources["history"] = history
-    if ground_truth is not None:
-        gt = _local(ground_truth)
-        if gt.is_dir():
-            gt = gt / "ground_truth.json"
-        if not gt.exists():
-            raise UsageError(f"--ground-truth: no such file {ground_truth}")
-        with open(gt) as fh:
-            inp.ground_truth = json.load(fh)
-        inp.sources["ground_truth"] = str(gt)
-    return inp
+
+
+def _read_validation(inp: ReportInputs, validation: str, spark_factory: Callable | None) -> None:
+    """The validation table, its result.json, quarantine counts and Data Docs."""
+    path, validate_dir = resolve_table(validation, "validation")
+    inp.validation = read_table(path, spark_factory)
+    inp.sources["validation"] = path
+    if (res := read_result(validate_dir)) is not None:
+        inp.results["validate"] = res
+    if validate_dir:  # a validate run that set nothing aside may have no quarantine/ directory
+        qdir = Path(validate_dir) / "quarantine"
+        inp.quarantine = quarantine_counts(qdir) if qdir.exists() else pd.DataFrame(columns=["table", "dt", "rows"])
+    docs = ((inp.results.get("validate") or {}).get("outputs") or {}).get("data_docs")
+    inp.data_docs = docs if docs and Path(docs).is_file() else find_data_docs(validate_dir)
+
+
+def _read_ground_truth(ground_truth: str) -> tuple[dict, str]:
+    """The generator's ground_truth.json (a file, or the directory holding it) and where it was read."""
+    gt = _local(ground_truth)
+    if gt.is_dir():
+        gt = gt / "ground_truth.json"
+    if not gt.exists():
+        raise UsageError(f"--ground-truth: no such file {ground_truth}")
+    with open(gt) as fh:
+        return json.load(fh), str(gt)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .build import _esc, html_table
+from .markup import _esc, html_table
 
 SHOWN_PER_CHECK = 3          # failed/warned scopes listed per check (all of them are in the validation section)
 _RANK = {"fail": 0, "warn": 1, "pass": 3}

@@ -87,80 +87,105 @@ def _plot(preset: str, per_tensor: pd.DataFrame, summary: pd.DataFrame, fits: pd
 
     head = _headline(summary)
     if preset == "fig1":
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
-        for N, part in head.groupby("N"):
-            a1.errorbar(part["pbar"], part["delta_nmse"], yerr=2 * part["delta_nmse_se"], fmt="o-",
-                        label=f"measured, N={N:.0e}")
-        x = np.linspace(min(FIG1_GRID), max(FIG1_GRID), 100)
-        kmh = float(head["k_m_minus_h"].iloc[0])
-        a1.plot(x, x ** 2 * kmh, "k--", label="theory $\\bar P^2 K(M-H)$")
-        a1.set_xlabel("$P' = \\bar P$")
-        a1.set_ylabel("delta_nmse = N MSE(PI) - N MSE(PI++)")
-        a1.legend()
-        a1.set_title("K=3, D=[3,50,800]")
-        pp = summary[summary["estimator"] == "pi_plus_plus"]
-        grid = pp.pivot_table(index="prior", columns="pbar", values="pct_improvement", aggfunc="mean")
-        im = a2.imshow(grid.to_numpy(), origin="lower", cmap="RdBu", aspect="auto", vmin=-100, vmax=100)
-        a2.set_xticks(range(len(grid.columns)), [f"{c:.2f}" for c in grid.columns], rotation=45)
-        a2.set_yticks(range(len(grid.index)), [f"{c:.2f}" for c in grid.index])
-        a2.set_xlabel("true $\\bar P$")
-        a2.set_ylabel("assumed $P'$")
-        cols = list(grid.columns)
-        a2.plot(range(len(cols)), [np.interp(2 * c, grid.index, range(len(grid.index)), right=np.nan)
-                                   for c in cols], "k--", label="$P' = 2\\bar P$")
-        a2.legend(loc="upper left")
-        fig.colorbar(im, ax=a2, label="% improvement of PI++ over PI (clipped at -/+100)", extend="min")
+        fig = _plot_fig1(plt, head, summary)
     elif preset == "fig2":
-        fig, a = plt.subplots(figsize=(6, 5))
-        h = head.assign(d1=head["cell_id"].map(_cell_D(per_tensor, 0)), d2=head["cell_id"].map(_cell_D(per_tensor, 1)))
-        grid = h.pivot_table(index="d1", columns="d2", values="pct_improvement", aggfunc="mean")
-        im = a.imshow(grid.to_numpy(), origin="lower", cmap="viridis")
-        for i in range(grid.shape[0]):
-            for j in range(grid.shape[1]):
-                a.text(j, i, f"{np.round(grid.iat[i, j], 1) + 0.0:.1f}%", ha="center", va="center", color="w")
-        a.set_xticks(range(grid.shape[1]), grid.columns)
-        a.set_yticks(range(grid.shape[0]), grid.index)
-        a.set_xlabel("$d_2$")
-        a.set_ylabel("$d_1$")
-        a.set_title("% improvement of PI++ over PI (K=2)")
-        fig.colorbar(im, ax=a)
+        fig = _plot_fig2(plt, head, per_tensor)
     elif preset == "fig3":
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
-        for (model, N), part in head.groupby(["model", "N"]):
-            part = part.sort_values("K")
-            a1.errorbar(part["K"], part["delta_nmse"], yerr=2 * part["delta_nmse_se"], fmt="o-",
-                        label=f"{model}, N={N:.0e}")
-            a2.plot(part["K"], part["pct_improvement"], "o-", label=f"{model}, N={N:.0e}")
-        th = head.drop_duplicates("K").sort_values("K")
-        a1.plot(th["K"], th["theory_delta"], "k--", label="theory $\\bar P^2 K(M-H)$")
-        a1.set_xlabel("K")
-        a1.set_ylabel("delta_nmse")
-        a2.set_xlabel("K")
-        a2.set_ylabel("% improvement over PI")
-        a1.legend()
-        a2.legend()
-    else:  # fig4
-        Ns = sorted(per_tensor["N"].unique())
-        fig, axes = plt.subplots(1, len(Ns), figsize=(6 * len(Ns), 4.8), squeeze=False)
-        pt = per_tensor[(per_tensor["estimator"] == "pi_plus_plus")
-                        & np.isclose(per_tensor["prior"], per_tensor["pbar"])]
-        for ax, N in zip(axes[0], Ns):
-            for K, part in pt[pt["N"] == N].groupby("K"):
-                sc = ax.scatter(part["k_m_minus_h"], part["delta_nmse"], s=6, alpha=0.5)
-                f = fits[(fits["K"] == K) & (fits["N"] == N)] if fits is not None else pd.DataFrame()
-                if len(f):
-                    x = np.linspace(part["k_m_minus_h"].min(), part["k_m_minus_h"].max(), 10)
-                    ax.plot(x, f["intercept"].iloc[0] + f["slope"].iloc[0] * x, color=sc.get_facecolor()[0],
-                            label=f"K={K}: R$^2$={f['r2'].iloc[0]:.2f}")
-            x = np.linspace(0, pt["k_m_minus_h"].max(), 10)
-            ax.plot(x, pt["pbar"].iloc[0] ** 2 * x, "k--", label="theory $\\bar P^2 K(M-H)$")
-            ax.set_xlabel("K (M - H)")
-            ax.set_ylabel("delta_nmse")
-            ax.set_title(f"d_k ~ U(2,100), N={N:.0e}")
-            ax.legend()
+        fig = _plot_fig3(plt, head)
+    else:
+        fig = _plot_fig4(plt, per_tensor, fits)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_fig1(plt, head: pd.DataFrame, summary: pd.DataFrame):
+    """delta_nmse against P' = Pbar with the theory Pbar^2 K(M-H); % improvement over the (true Pbar, assumed P')
+    grid (section 6.2)."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for N, part in head.groupby("N"):
+        a1.errorbar(part["pbar"], part["delta_nmse"], yerr=2 * part["delta_nmse_se"], fmt="o-",
+                    label=f"measured, N={N:.0e}")
+    x = np.linspace(min(FIG1_GRID), max(FIG1_GRID), 100)
+    kmh = float(head["k_m_minus_h"].iloc[0])
+    a1.plot(x, x ** 2 * kmh, "k--", label="theory $\\bar P^2 K(M-H)$")
+    a1.set_xlabel("$P' = \\bar P$")
+    a1.set_ylabel("delta_nmse = N MSE(PI) - N MSE(PI++)")
+    a1.legend()
+    a1.set_title("K=3, D=[3,50,800]")
+    pp = summary[summary["estimator"] == "pi_plus_plus"]
+    grid = pp.pivot_table(index="prior", columns="pbar", values="pct_improvement", aggfunc="mean")
+    im = a2.imshow(grid.to_numpy(), origin="lower", cmap="RdBu", aspect="auto", vmin=-100, vmax=100)
+    a2.set_xticks(range(len(grid.columns)), [f"{c:.2f}" for c in grid.columns], rotation=45)
+    a2.set_yticks(range(len(grid.index)), [f"{c:.2f}" for c in grid.index])
+    a2.set_xlabel("true $\\bar P$")
+    a2.set_ylabel("assumed $P'$")
+    cols = list(grid.columns)
+    a2.plot(range(len(cols)), [np.interp(2 * c, grid.index, range(len(grid.index)), right=np.nan)
+                               for c in cols], "k--", label="$P' = 2\\bar P$")
+    a2.legend(loc="upper left")
+    fig.colorbar(im, ax=a2, label="% improvement of PI++ over PI (clipped at -/+100)", extend="min")
+    return fig
+
+
+def _plot_fig2(plt, head: pd.DataFrame, per_tensor: pd.DataFrame):
+    """% improvement of PI++ over PI on the (d_1, d_2) grid, K = 2 (section 6.3)."""
+    fig, a = plt.subplots(figsize=(6, 5))
+    h = head.assign(d1=head["cell_id"].map(_cell_D(per_tensor, 0)), d2=head["cell_id"].map(_cell_D(per_tensor, 1)))
+    grid = h.pivot_table(index="d1", columns="d2", values="pct_improvement", aggfunc="mean")
+    im = a.imshow(grid.to_numpy(), origin="lower", cmap="viridis")
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            a.text(j, i, f"{np.round(grid.iat[i, j], 1) + 0.0:.1f}%", ha="center", va="center", color="w")
+    a.set_xticks(range(grid.shape[1]), grid.columns)
+    a.set_yticks(range(grid.shape[0]), grid.index)
+    a.set_xlabel("$d_2$")
+    a.set_ylabel("$d_1$")
+    a.set_title("% improvement of PI++ over PI (K=2)")
+    fig.colorbar(im, ax=a)
+    return fig
+
+
+def _plot_fig3(plt, head: pd.DataFrame):
+    """delta_nmse and % improvement against K per (model, N), with the theory line (section 6.4)."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for (model, N), part in head.groupby(["model", "N"]):
+        part = part.sort_values("K")
+        a1.errorbar(part["K"], part["delta_nmse"], yerr=2 * part["delta_nmse_se"], fmt="o-",
+                    label=f"{model}, N={N:.0e}")
+        a2.plot(part["K"], part["pct_improvement"], "o-", label=f"{model}, N={N:.0e}")
+    th = head.drop_duplicates("K").sort_values("K")
+    a1.plot(th["K"], th["theory_delta"], "k--", label="theory $\\bar P^2 K(M-H)$")
+    a1.set_xlabel("K")
+    a1.set_ylabel("delta_nmse")
+    a2.set_xlabel("K")
+    a2.set_ylabel("% improvement over PI")
+    a1.legend()
+    a2.legend()
+    return fig
+
+
+def _plot_fig4(plt, per_tensor: pd.DataFrame, fits: pd.DataFrame | None):
+    """Per N: each tensor's delta_nmse against K(M-H), the fitted line and R^2 per K, the theory Pbar^2 K(M-H)."""
+    Ns = sorted(per_tensor["N"].unique())
+    fig, axes = plt.subplots(1, len(Ns), figsize=(6 * len(Ns), 4.8), squeeze=False)
+    pt = per_tensor[(per_tensor["estimator"] == "pi_plus_plus")
+                    & np.isclose(per_tensor["prior"], per_tensor["pbar"])]
+    for ax, N in zip(axes[0], Ns):
+        for K, part in pt[pt["N"] == N].groupby("K"):
+            sc = ax.scatter(part["k_m_minus_h"], part["delta_nmse"], s=6, alpha=0.5)
+            f = fits[(fits["K"] == K) & (fits["N"] == N)] if fits is not None else pd.DataFrame()
+            if len(f):
+                x = np.linspace(part["k_m_minus_h"].min(), part["k_m_minus_h"].max(), 10)
+                ax.plot(x, f["intercept"].iloc[0] + f["slope"].iloc[0] * x, color=sc.get_facecolor()[0],
+                        label=f"K={K}: R$^2$={f['r2'].iloc[0]:.2f}")
+        x = np.linspace(0, pt["k_m_minus_h"].max(), 10)
+        ax.plot(x, pt["pbar"].iloc[0] ** 2 * x, "k--", label="theory $\\bar P^2 K(M-H)$")
+        ax.set_xlabel("K (M - H)")
+        ax.set_ylabel("delta_nmse")
+        ax.set_title(f"d_k ~ U(2,100), N={N:.0e}")
+        ax.legend()
+    return fig
 
 
 def _cell_D(per_tensor: pd.DataFrame, k: int) -> dict:

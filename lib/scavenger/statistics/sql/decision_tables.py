@@ -20,9 +20,9 @@ def _product(factors, K: int) -> str:
 
 
 def moment_columns(K: int) -> str:
-    """The slate moments' sums, generated from their declaration (estimators/slate.py ``moment_terms``), over the
+    """The slate moments' sums, generated from their declaration (estimators/slate_moments.py ``moment_terms``), over the
     events with every held propensity (``NOT miss``; ``n_missing_propensity`` counts the others)."""
-    from ...estimators.slate import moment_terms
+    from ...estimators.slate_moments import moment_terms
 
     cols = []
     for alias, agg, factors in moment_terms(K):

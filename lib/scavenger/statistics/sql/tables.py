@@ -123,7 +123,7 @@ def pair_strata() -> str:
     """(dt, logging_policy, stratum, j, k) over scv_pair_cells: check d within (context, day) strata.
     n events showing positions j < k; r, c distinct ads of slot j, slot k; s = sum over cells O^2 / (R_a C_b);
     o_diag = events with the same ad in both; e_diag = sum_a R(a) C(a) / n, the repeats expected if the slots
-    were chosen independently (seed 002's factorized mu). Pooled by checks/assumptions.stratified_dependence."""
+    were chosen independently (seed 002's factorized mu). Pooled by checks/contingency.stratified_dependence."""
     key = "dt, logging_policy, stratum, j, k"
     return f"""
 WITH ra AS (

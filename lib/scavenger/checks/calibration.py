@@ -1,0 +1,126 @@
+"""The numbers of check e, propensity calibration (seed 002: the logged mu_k must be the true marginals): where
+the logged propensity p of (policy, day, position, ad) is constant (logging independent of the input), the observed
+count M must match n_events * p. The scope where logging is input-independent is per logging policy and, by
+default (``calibration_scope="auto"``), per value of context_id when context_id partitions the ads (the Open Bandit
+Dataset's campaigns: each has its own items and propensities, so pooled they would sum to 3); ``context:<key>``
+scopes by a context-map value. :mod:`.check_e` turns these tables into verdicts."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def parse_calibration_scope(text: str | None) -> tuple[str, str | None]:
+    """``(mode, key)`` of a check-e scope: mode ``policy`` (key None), ``auto`` (stratify by key where it
+    partitions the ads) or ``fixed`` (always stratify by key). ValueError on anything else."""
+    spec = (text or "auto").strip()
+    if spec in ("policy", "none"):
+        return "policy", None
+    mode, key = ("auto", spec[len("auto:"):]) if spec.startswith("auto:") else \
+        (("auto", "context_id") if spec == "auto" else ("fixed", spec))
+    if key != "context_id" and not (key.startswith("context:") and len(key) > len("context:")):
+        raise ValueError(f"calibration scope must be auto, auto:KEY, policy or KEY with KEY context_id or "
+                         f"context:NAME; got {text!r}")
+    return mode, key
+
+
+def partition_strata(slot: pd.DataFrame, min_per_ad: float = 20.0) -> dict:
+    """Per logging policy whose ads the scope key partitions: ad_id -> its one value (from the ``stratum_min`` /
+    ``stratum_max`` of the slot table, checks/judge.slot_table). A partition needs >= 2 values, every ad under one
+    value only, >= 2 ads per value and >= ``min_per_ad`` impressions per ad on average (a sparse table looks like a
+    partition by chance)."""
+    out = {}
+    if slot.empty or "stratum_min" not in slot.columns:
+        return out
+    # every policy at once (one group-by), then a Series only for the policies that pass
+    per_ad = slot.groupby(["logging_policy", "ad_id"], sort=True).agg(
+        lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum"))
+    pol = per_ad.assign(split=per_ad["lo"] != per_ad["hi"]).groupby(level=0).agg(
+        split=("split", "any"), n_values=("lo", "nunique"), ads=("n", "size"), mean_n=("n", "mean"))
+    ok = pol[~pol["split"] & (pol["n_values"] >= 2) & (pol["ads"] >= 2 * pol["n_values"])
+             & (pol["mean_n"] >= min_per_ad)]
+    for policy in ok.index:
+        out[policy] = per_ad.loc[policy, "lo"]
+    return out
+
+
+def calibration_slot(slot: pd.DataFrame, strata: dict) -> pd.DataFrame:
+    """The slot table with a ``stratum`` column: the ad's value for the policies in ``strata`` (see
+    :func:`partition_strata`), ``all`` elsewhere."""
+    out = slot.drop(columns=[c for c in ("stratum_min", "stratum_max") if c in slot.columns])
+    stratum = pd.Series("all", index=out.index, dtype=object)
+    for policy, of_ad in strata.items():
+        m = out["logging_policy"] == policy
+        stratum[m] = out.loc[m, "ad_id"].map(of_ad).astype(object)
+    return out.assign(stratum=stratum)
+
+
+def calibration_cells(slot: pd.DataFrame, events: pd.DataFrame, min_expected: float) -> pd.DataFrame:
+    """Per (policy, [stratum,] dt, position, ad) with a constant logged propensity p: E = N * p with N the slates
+    of (policy, [stratum,] dt) showing that position, O = M, z = (O - E) / sqrt(E (1 - p)), rel = O / E - 1
+    (check e; seed 002: mu_k must be the true marginals). ``events`` has logging_policy, [stratum,] dt,
+    position, events; with a ``stratum`` column in both tables the cells are matched within it."""
+    keys = ["logging_policy", "dt", "position"]
+    if "stratum" in slot.columns and "stratum" in events.columns:
+        keys.insert(1, "stratum")
+    cells = slot.merge(events, on=keys, how="left")
+    p = cells["sum_p"] / cells["n_p"].where(cells["n_p"] > 0)
+    constant = (cells["max_p"] - cells["min_p"]).abs() <= 1e-9 * cells["max_p"].abs().clip(lower=1e-300)
+    cells = cells.assign(p=p, constant=constant & p.notna())
+    cells["expected"] = cells["events"] * cells["p"]
+    var = cells["expected"] * (1.0 - cells["p"]).clip(lower=0.0)
+    cells["z"] = (cells["n"] - cells["expected"]) / np.sqrt(var.where(var > 0))
+    cells["rel"] = cells["n"] / cells["expected"] - 1.0
+    cells["testable"] = cells["constant"] & (cells["expected"] >= min_expected)
+    cells["p_value"] = binomial_two_sided_p(cells["n"], cells["events"], cells["p"].where(cells["constant"]))
+    return cells
+
+
+def binomial_two_sided_p(observed, trials, p) -> np.ndarray:
+    """Exact two-sided p-value of ``observed`` successes in ``trials`` draws with probability ``p`` (check e: under a
+    calibrated logger M ~ Binomial(N, p)): min(1, 2 min(P[X <= O], P[X >= O])). NaN where ``p`` or ``trials`` is
+    missing or p is outside [0, 1]. Exact where the normal z is not: with E = 5 and small p, |z| > 4 happens with
+    probability 7.0e-4, 11 times the normal tail's 6.3e-5."""
+    from scipy.stats import binom
+
+    o = np.asarray(observed, dtype=float)
+    n = np.asarray(trials, dtype=float)
+    q = np.asarray(p, dtype=float)
+    ok = np.isfinite(o) & np.isfinite(n) & np.isfinite(q) & (q >= 0) & (q <= 1) & (n >= 0)
+    out = np.full(o.shape, np.nan)
+    if ok.any():
+        lower = binom.cdf(o[ok], n[ok], q[ok])
+        upper = binom.sf(o[ok] - 1, n[ok], q[ok])
+        out[ok] = np.minimum(1.0, 2.0 * np.minimum(lower, upper))
+    return out
+
+
+def window_calibration(cells: pd.DataFrame, min_expected: float) -> pd.DataFrame:
+    """Per (policy, [stratum,] ad): the constant-propensity cells of :func:`calibration_cells` summed over the
+    window's days and positions: O = sum M, E = sum N p, var = sum N p (1 - p) (conservative for a ranked slate,
+    whose positions cannot show the same ad twice), z and rel as per cell. One ad mis-logged by a factor is seen
+    here with the power of all its impressions, where a single (day, position) cell holds only a few."""
+    keys = ["logging_policy"] + (["stratum"] if "stratum" in cells.columns else []) + ["ad_id"]
+    c = cells[cells["constant"]]
+    c = c.assign(var=c["expected"] * (1.0 - c["p"]).clip(lower=0.0))
+    out = c.groupby(keys, as_index=False).agg(n=("n", "sum"), expected=("expected", "sum"), var=("var", "sum"),
+                                              cells=("n", "size"))
+    out["z"] = (out["n"] - out["expected"]) / np.sqrt(out["var"].where(out["var"] > 0))
+    out["rel"] = out["n"] / out["expected"] - 1.0
+    out["testable"] = out["expected"] >= min_expected
+    out["p_value"] = normal_two_sided_p(out["z"])
+    return out
+
+
+def normal_two_sided_p(z) -> np.ndarray:
+    """2 P[Z > |z|] for a standard normal Z; NaN stays NaN (check e's window rows, sums of many binomials)."""
+    from scipy.stats import norm
+
+    return 2.0 * norm.sf(np.abs(np.asarray(z, dtype=float)))
+
+
+def bonferroni_z(alpha: float, tests: int) -> float:
+    """The |z| a normal two-sided test must pass for p < alpha / tests (shown in check e's messages)."""
+    from scipy.stats import norm
+
+    return float(norm.isf(alpha / (2.0 * max(int(tests), 1))))

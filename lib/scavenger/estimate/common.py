@@ -1,0 +1,81 @@
+"""What every estimator family's rows share: the run's :class:`Context`, the row of the estimates table, and the
+bounds of the window's weights and rewards that the empirical-likelihood intervals take."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import registry
+
+
+@dataclass
+class Context:
+    """What every estimate of a run shares: the options, the ADC used by factored/reorder, cached sums."""
+
+    options: object
+    window: str = ""
+    adc_table: pd.DataFrame | None = None
+    C: np.ndarray | None = None
+    C_se: np.ndarray | None = None
+    adc_influence: pd.DataFrame | None = None   # the estimated ADC's linearisation (estimators/propagate.influence)
+    adc_source: str | None = None
+    adc_reason: str | None = None
+    scavenging: pd.DataFrame | None = None
+    diagnostics: list = field(default_factory=list)
+
+
+def row(policy_id, estimator, value=math.nan, se=math.nan, lo=math.nan, hi=math.nan, kind="none", n=0,
+        level=None, identified=True, reason=None, **extra) -> dict:
+    out = {c: None for c in registry.ESTIMATE_COLUMNS}
+    out.update({"policy_id": policy_id, "estimator": estimator, "value": value, "std_error": se, "ci_low": lo,
+                "ci_high": hi, "interval_kind": kind, "n_events": int(n), "level": level,
+                "identified": bool(identified), "reason": reason, "n_unused": 0})
+    out.update(extra)
+    if not identified:
+        out.update({"value": math.nan, "std_error": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                    "interval_kind": "none"})
+    return out
+
+
+def not_identified(policy_id, estimator, reason, n=0, level=None, **extra) -> dict:
+    return row(policy_id, estimator, n=n, level=level, identified=False, reason=reason, **extra)
+
+
+def reward_range(stats) -> tuple[float, float]:
+    ls = stats.table("log_summary")
+    if not len(ls):
+        return 0.0, 1.0
+    return float(min(0.0, ls["r_min"].min())), float(max(1.0, ls["r_max"].max()))
+
+
+def weight_and_reward_bounds(stats) -> tuple[float, np.ndarray, float, float]:
+    """(wmax, ymax, rmin, rmax), the bounds estimators/intervals.slate_interval takes (ymax: ``slot_weight_bounds``)
+    of the empirical-likelihood intervals: wmax = prod_k 1/min mu_k over the window's logged
+    propensities (estimators/intervals.weight_bound), over the m positions with the smallest min mu_k when no row
+    holds more than m slots (partial slates); rewards in [min(0, r_min), max(r_max, m max(1, slot max))] (a row's
+    reward sums at most m <= K slot rewards, each declared <= 1 unless larger ones were logged)."""
+    from ..estimators.intervals import weight_bound
+
+    ap, lc = stats.table("ad_position"), stats.table("log_counts")
+    # partial slates: a row holds at most `held` slots (Y_k = 1 elsewhere), so W is at most the product of the
+    # `held` largest 1/min mu_k, and its reward the sum of `held` slot rewards (one-slot OBD rows: 1/mu, one click)
+    held = int(lc["max_slots"].max()) if len(lc) and "max_slots" in lc and lc["max_slots"].notna().any() else 0
+    min_p = ap.groupby("position")["min_p"].min().to_numpy(float) if len(ap) else np.array([])
+    min_p = np.sort(min_p[np.isfinite(min_p) & (min_p > 0)])
+    wmax = weight_bound(min_p[:held] if 0 < held < len(min_p) else min_p) if len(ap) else math.inf
+    slot_max = float(lc["max_reward"].max()) if len(lc) and lc["max_reward"].notna().any() else 1.0
+    lo, hi = reward_range(stats)
+    k_held = min(held, stats.K) if held > 0 else stats.K
+    return wmax, slot_weight_bounds(stats), lo, max(hi, max(k_held, 1) * max(1.0, slot_max))
+
+
+def slot_weight_bounds(stats) -> np.ndarray:
+    """ymax_k = 1/min mu_k over the window's logged propensities at position k (no Y_k = pi_k/mu_k exceeds it; 1
+    where no propensity was logged): the phantom of the PI family's empirical-likelihood interval."""
+    ap, K = stats.table("ad_position"), max(stats.K, 1)
+    low = ap.groupby("position")["min_p"].min() if len(ap) else pd.Series(dtype=float)
+    p = np.array([float(low.get(k, math.nan)) for k in range(1, K + 1)])
+    return np.where(np.isfinite(p) & (p > 0), 1.0 / np.minimum(np.where(p > 0, p, 1.0), 1.0), 1.0)

@@ -1,0 +1,78 @@
+"""The slate family (seed 002): IPS, SNIPS, PI, wPI, PI++ and pi_beta of a policy from its slate moments, with the
+empirical-likelihood intervals of estimators/intervals.py; not identified without logged propensities."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..statistics.tables import _is_max, moments_k
+from .common import Context, not_identified, row, weight_and_reward_bounds
+
+
+def slate_moments(stats, policy_id: str, fold: int | None = None):
+    """SlateMoments of a policy over the window (summed over logging policies and folds, or one fold)."""
+    from ..estimators.slate_moments import SlateMoments
+
+    sm = stats.table("slate_moments")
+    if not len(sm):
+        return None
+    rows = sm[sm["policy_id"] == policy_id]
+    if fold is not None:
+        rows = rows[rows["fold"] == fold]
+    if not len(rows):
+        return None
+    K = moments_k(rows)
+    vals = rows.drop(columns=[c for c in ("dt", "policy_id", "logging_policy", "fold") if c in rows.columns])
+    arr = vals.to_numpy(dtype=float)
+    is_max = np.array([_is_max("slate_moments", c) for c in vals.columns])
+    with np.errstate(invalid="ignore"):
+        top = np.where(np.isnan(arr), -np.inf, arr).max(axis=0)
+    total = np.where(is_max, np.where(np.isfinite(top), top, np.nan), np.nansum(arr, axis=0))
+    return SlateMoments.from_flat(dict(zip(vals.columns, total.tolist())), K)
+
+
+def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
+    """IPS, SNIPS, PI, wPI, PI++ and pi_beta of one policy; not identified without logged propensities."""
+    from ..estimators import slate as S
+    from ..estimators.intervals import slate_interval
+
+    opts = ctx.options
+    m = slate_moments(stats, policy_id)
+    pe = stats.table("policy_events")
+    n_all = int(pe.loc[pe["policy_id"] == policy_id, "n_events"].sum()) if len(pe) else 0
+    missing = int(m.n_missing_propensity) if m is not None else n_all
+    unused = {"n_unused": missing, "n_missing_propensity": missing,
+              "unused_reasons": f"missing propensity on a held slot: {missing}" if missing else None}
+    if m is None or m.n <= 1:
+        reason = ("no event logs every propensity of the slots it holds (propensity-free logs): the IPS/PI "
+                  "family needs logged propensities; scavenging, factored and re-ordering do not")
+        return [not_identified(policy_id, e, reason, 0, opts.level, **unused) for e in wanted]
+    folds = (slate_moments(stats, policy_id, 0), slate_moments(stats, policy_id, 1))
+    bounds = weight_and_reward_bounds(stats)
+    out = []
+    for e in wanted:
+        est = _slate_one(S, e, m, opts, folds)
+        extra = dict(unused)
+        if e in ("slate_ips", "slate_snips"):
+            extra["supported_share"] = m.n_W_pos / m.n if m.n else math.nan
+        ident = getattr(est, "identified", True)
+        lo, hi, kind, reason = slate_interval(e, est, m, *bounds, opts.level)
+        if e in ("slate_ips", "slate_snips") and m.n_W_pos == 0:
+            ident, reason = False, ("no logged slate matches the target's (W = 0 on every event): "
+                                    "IPS has no matching event to average")
+        out.append(row(policy_id, e, est.value, est.std_error, lo, hi, kind,
+                       est.n_events, opts.level, identified=ident, reason=reason,
+                       prior_mean=est.extra.get("prior_mean"), prior_source=est.extra.get("prior_source"),
+                       **extra))
+    ctx.diagnostics.extend(S.diagnostics_frame(m, policy_id, opts.prior_mean).to_dict("records"))
+    return out
+
+
+def _slate_one(S, name, m, opts, folds):
+    if name == "slate_pi_plus_plus":
+        return S.pi_plus_plus(m, opts.prior_mean, None, opts.level)
+    if name == "slate_pi_beta":
+        return S.pi_beta(m, opts.level, folds=folds)
+    fn = {"slate_ips": S.ips, "slate_snips": S.snips, "slate_pi": S.pi, "slate_wpi": S.wpi}[name]
+    return fn(m, opts.level)

@@ -1,0 +1,136 @@
+"""The row-level work of ``scavenger train`` as Spark SQL statements (DuckDB runs them through sqlglot).
+
+Relations (names of the engine session): ``tr_logs`` / ``tr_sc_logs`` the conformed logs of the training / scoring
+window (``engine.read``), and what the statements below build from them. Nothing row-level reaches the driver:
+the learners get the aggregated table (contexts x ads x positions rows) and the distinct contexts.
+
+Exact sums. A sum of doubles depends on the order of its terms, which differs between engines (and between Spark
+runs). The learners' sufficient statistics are sums of rewards and of importance weights; they are summed as
+DECIMAL(38, 14) (every term rounded once, the same way in both engines; the sum is then exact and
+order-independent) and fetched as text, so both engines hand the learners bit-identical inputs, and the same model.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+EXACT = "DECIMAL(38, 14)"
+SLOT_TYPE = "struct<position:int,ad_id:string,probability:double>"
+
+
+def double(x: float) -> str:
+    """A DOUBLE literal that both engines parse to the same value (a bare 0.613 is a DECIMAL in Spark)."""
+    return f"CAST('{float(x)!r}' AS DOUBLE)"
+
+
+def exact_sum(expr: str) -> str:
+    return f"CAST(sum(try_cast({expr} AS {EXACT})) AS STRING)"
+
+
+def ctx_key_sql() -> str:
+    """The learners' context key: context_id (a null id and an empty one differ) and the sorted "k=v" entries of the
+    context map, as text: '#ctx7|f0=v3;f1=v2' ('|f0=v3' without an id)."""
+    entries = ("array_join(transform(array_sort(map_entries(context)), "
+               "e -> concat(e.key, '=', coalesce(e.value, ''))), ';')")
+    return f"concat(coalesce(concat('#', context_id), ''), '|', coalesce({entries}, ''))"
+
+
+def singles_sql() -> str:
+    return "transform(array_sort(map_entries(context)), e -> concat(e.key, '=', coalesce(e.value, '')))"
+
+
+def coef_case(adc: np.ndarray, position: str = "position") -> str:
+    """C_position as a CASE over the ADC vector (NULL for a position without an ADC)."""
+    whens = " ".join(f"WHEN {i} THEN {double(c)}" for i, c in enumerate(adc, start=1))
+    return f"CASE {position} {whens} END"
+
+
+def slot_rows(adc: np.ndarray, logs: str = "tr_logs") -> str:
+    """One row per logged slot: dt, event_id, ctx_key, k (slate size), position, ad_id, propensity, reward, coef."""
+    return f"""
+SELECT dt, event_id, ctx_key, k, s.position AS position, s.ad_id AS ad_id, s.propensity AS propensity,
+  s.reward AS reward, {coef_case(adc, 's.position')} AS coef
+FROM (SELECT dt, event_id, {ctx_key_sql()} AS ctx_key, size(slots) AS k, explode(slots) AS s FROM {logs}) x"""
+
+
+USABLE = "coef IS NOT NULL AND coef > 0 AND reward IS NOT NULL AND NOT isnan(reward) AND ad_id IS NOT NULL"
+
+
+def slot_counts(slots: str = "tr_slots") -> str:
+    """Training counts: events and slots, slots without an ADC, slots without a usable reward."""
+    return f"""
+SELECT CAST(count(DISTINCT event_id) AS BIGINT) AS events, CAST(count(1) AS BIGINT) AS slots,
+  CAST(sum(CASE WHEN coef IS NULL OR coef <= 0 THEN 1 ELSE 0 END) AS BIGINT) AS no_adc,
+  CAST(sum(CASE WHEN reward IS NULL OR isnan(reward) THEN 1 ELSE 0 END) AS BIGINT) AS null_reward
+FROM {slots}"""
+
+
+def aggregate(slots: str = "tr_slots") -> str:
+    """Sufficient statistics of the usable slots per (ctx_key, ad_id, position): coef, n = impressions, s_r = sum of
+    rewards, s_w = sum of r / (C_i mu_i K_t) over slots with a propensity (the importance weights of
+    ``cost_sensitive``), n_no_propensity. Every learner's objective is a sum over slots whose terms depend on the
+    slot only through (context, ad, position, reward[, weight]), so fitting on these rows is fitting on the slots.
+    s_r and s_w come as exact decimal text (module docstring)."""
+    ok_p = "propensity IS NOT NULL AND propensity > 0"
+    return f"""
+SELECT ctx_key, ad_id, position, max(coef) AS coef, CAST(count(1) AS BIGINT) AS n,
+  {exact_sum('reward')} AS s_r,
+  {exact_sum(f'CASE WHEN {ok_p} THEN reward / (coef * propensity * k) ELSE 0 END')} AS s_w,
+  CAST(sum(CASE WHEN {ok_p} THEN 0 ELSE 1 END) AS BIGINT) AS n_no_propensity
+FROM {slots}
+WHERE {USABLE}
+GROUP BY ctx_key, ad_id, position"""
+
+
+def contexts(logs: str) -> str:
+    """The distinct contexts of a window: ctx_key, context_id, singles ("k=v" entries in key order)."""
+    return f"""
+SELECT ctx_key, first(context_id) AS context_id, first(singles) AS singles
+FROM (SELECT {ctx_key_sql()} AS ctx_key, context_id, {singles_sql()} AS singles FROM {logs}) c
+GROUP BY ctx_key"""
+
+
+def score_events(logs: str = "tr_sc_logs") -> str:
+    """The events to decide for: one row per (dt, event_id) with its context (a duplicated id keeps one)."""
+    return f"""
+SELECT dt, event_id, min(ctx_key) AS ctx_key, min(context_id) AS context_id
+FROM (SELECT dt, event_id, {ctx_key_sql()} AS ctx_key, context_id FROM {logs} WHERE event_id IS NOT NULL) e
+GROUP BY dt, event_id"""
+
+
+def uniform(seed: int, event: str = "event_id", ad: str = "ad_id") -> str:
+    """A seeded uniform in [0, 1) per (event, ad) from md5 (52 bits): the same number in both engines."""
+    return (f"CAST(conv(substr(md5(concat_ws('|', '{int(seed)}', 'policies', {event}, {ad})), 1, 13), 16, 10) "
+            f"AS DOUBLE) / {double(2.0 ** 52)}")
+
+
+def decided_union(parts: dict, events: str, cands: str, pids: str) -> str:
+    """Every policy's choices (``parts``: policy_id -> relation of per-event choices) plus an empty slate for each
+    scored event without any eligible ad, so that every event has a decision."""
+    cols = "dt, event_id, slots, n_eligible, n_chosen, n_fallback_chosen, n_replaced"
+    union = [f"SELECT '{pid}' AS policy_id, {cols} FROM {rel}" for pid, rel in parts.items()]
+    union.append(f"""
+SELECT p.policy_id, e.dt, e.event_id, CAST(array() AS array<{SLOT_TYPE}>) AS slots, 0 AS n_eligible,
+  0 AS n_chosen, 0 AS n_fallback_chosen, 0 AS n_replaced
+FROM {events} e CROSS JOIN {pids} p
+LEFT JOIN (SELECT DISTINCT dt, event_id FROM {cands}) c ON e.dt = c.dt AND e.event_id = c.event_id
+WHERE c.event_id IS NULL""")
+    return "\nUNION ALL\n".join(union)
+
+
+def notes(m: int, decided: str = "tr_decided") -> str:
+    """Per-event notes: fewer than m eligible ads, fallback-scored ads chosen, duplicates replaced."""
+    return f"""
+SELECT policy_id, event_id, n_eligible, n_chosen, n_fallback_chosen, n_replaced, n_chosen < {int(m)} AS fewer_than_m,
+  dt
+FROM {decided}
+WHERE n_chosen < {int(m)} OR n_fallback_chosen > 0 OR n_replaced > 0"""
+
+
+def policy_counts(m: int, decided: str = "tr_decided") -> str:
+    return f"""
+SELECT policy_id,
+  CAST(sum(CASE WHEN n_eligible > 0 THEN 1 ELSE 0 END) AS BIGINT) AS events,
+  CAST(sum(CASE WHEN n_eligible > 0 AND n_chosen < {int(m)} THEN 1 ELSE 0 END) AS BIGINT) AS short,
+  CAST(sum(CASE WHEN n_eligible = 0 THEN 1 ELSE 0 END) AS BIGINT) AS empty,
+  CAST(sum(n_fallback_chosen) AS BIGINT) AS fallback, CAST(sum(n_replaced) AS BIGINT) AS replaced
+FROM {decided} GROUP BY policy_id"""

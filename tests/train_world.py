@@ -1,0 +1,77 @@
+"""The data set of the `scavenger train` tests (test_train.py, test_train_engines.py), built on DuckDB.
+
+Generator: ranked layout, uniform logging, 20 ads, 12 contexts, K = m = 4, 20k events a day (seed 11; a day's rows do
+not depend on how many days are generated). Eligibility of the scoring days, event level: 5% of the events get only
+2 of the 20 ads, the others each ad with probability 0.6; every event also gets an ad never seen in training.
+"""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+M = 4
+TRAIN = ("2026-01-01", "2026-01-02")
+SCORE = ("2026-01-03", "2026-01-03")
+NEW_AD = "zz_new_ad"
+METHODS = ("regression", "cost_sensitive", "cost_sensitive_next_best")
+
+
+def _uniform(expr: str) -> str:
+    """A uniform in [0, 1) from md5 (DuckDB SQL): the eligibility draws."""
+    return f"CAST('0x' || substr(md5({expr}), 1, 8) AS BIGINT) / 4294967296.0"
+
+
+def make_world(root: str, days: int = 3) -> dict:
+    import duckdb
+
+    from scavenger.simulation.generator import GeneratorConfig, generate
+
+    gen_dir = os.path.join(root, "gen")
+    cfg = GeneratorConfig(layout="ranked", logging="uniform", n_positions=4, n_ads=20, n_contexts=12, days=days,
+                          events_per_day=20_000, seed=11)
+    truth = generate("duckdb", cfg, gen_dir)
+    elig = os.path.join(root, "eligibility.parquet")
+    duckdb.connect().execute(f"""
+COPY (WITH ev AS (SELECT event_id, dt FROM read_parquet('{gen_dir}/logs/*/*.parquet', hive_partitioning = true)
+                  WHERE dt >= DATE '{SCORE[0]}'),
+ads AS (SELECT DISTINCT ad_id FROM read_parquet('{gen_dir}/truth/click_rates/*.parquet')),
+grid AS (SELECT event_id, dt, ad_id, {_uniform("'5|' || event_id")} AS ue,
+                {_uniform("'6|' || event_id || '|' || ad_id")} AS ua FROM ev CROSS JOIN ads),
+few AS (SELECT event_id, dt, ad_id FROM (SELECT *, row_number() OVER (PARTITION BY event_id ORDER BY ua, ad_id) AS r
+        FROM grid WHERE ue < 0.05) f WHERE r <= 2)
+SELECT event_id, dt, ad_id FROM grid WHERE ue >= 0.05 AND ua < 0.6
+UNION ALL SELECT event_id, dt, ad_id FROM few
+UNION ALL SELECT event_id, dt, '{NEW_AD}' AS ad_id FROM ev) TO '{elig}' (FORMAT PARQUET)""")
+    return {"root": root, "gen": gen_dir, "truth": truth, "elig": elig}
+
+
+def config(world: dict, out: str, **kw):
+    """Both methods, both dedups, the eligibility table, seed 3, the truth beside the logs."""
+    from scavenger.policies.train import TrainConfig
+
+    return TrainConfig(logs=os.path.join(world["gen"], "logs"), date_from=TRAIN[0], date_to=TRAIN[1],
+                       score_from=SCORE[0], score_to=SCORE[1], out=out, method="both", m=M, adc="estimate",
+                       eligibility=world["elig"], seed=3, truth="auto", dedup="both", **kw)
+
+
+def run_duckdb(cfg) -> dict:
+    from scavenger.engines.duck import DuckDBEngine
+    from scavenger.policies.train import run_training
+
+    engine = DuckDBEngine("test_train")
+    try:
+        return run_training(engine, cfg)
+    finally:
+        engine.close()
+
+
+def pid(method: str) -> str:
+    return f"{method}@{TRAIN[0]}..{TRAIN[1]}"
+
+
+def decisions_frame(path) -> pd.DataFrame:
+    """Written decisions as comparable rows (policy_id, event_id, slots as tuples), in a fixed order."""
+    d = pd.read_parquet(path)
+    d["slots"] = d["slots"].map(lambda x: [(int(s["position"]), s["ad_id"], float(s["probability"])) for s in x])
+    return d.sort_values(["policy_id", "event_id"]).reset_index(drop=True)[["policy_id", "event_id", "slots"]]
