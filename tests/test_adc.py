@@ -258,13 +258,13 @@ def test_cli_adc(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def history_run(spark, tmp_path_factory) -> dict:
-    """Generator 'history' logs (Spark: the generator) and their ADC table (DuckDB, the notebook API)."""
+def history_run(tmp_path_factory) -> dict:
+    """Generator 'history' logs and their ADC table (DuckDB, the notebook API)."""
     from scavenger import api
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     out = str(tmp_path_factory.mktemp("history") / "gen")
-    truth = generate(spark, GeneratorConfig(logging="history", n_positions=4, n_ads=12, days=2,
+    truth = generate("duckdb", GeneratorConfig(logging="history", n_positions=4, n_ads=12, days=2,
                                             events_per_day=40000, epsilon=0.3, seed=5), out)
     return {"adc": list(truth["adc"]), "table": api.adc(f"{out}/logs", gate="off", engine="duckdb").pandas}
 

@@ -250,15 +250,15 @@ def test_gate_blocks_with_exit_3(dataset, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def factored_reorder_run(spark, tmp_path_factory) -> dict:
-    """Generator uniform logs (K=4, 20 ads, 2 days; Spark: the generator) and the factored (estimated and true
+def factored_reorder_run(tmp_path_factory) -> dict:
+    """Generator uniform logs (K=4, 20 ads, 2 days; DuckDB: the generator) and the factored (estimated and true
     ADC) and re-ordering evaluations of them (DuckDB, the notebook API)."""
     from scavenger import api
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     work = tmp_path_factory.mktemp("factored_reorder")
     out = str(work / "gen")
-    truth = generate(spark, GeneratorConfig(logging="uniform", n_positions=4, n_ads=20, days=2,
+    truth = generate("duckdb", GeneratorConfig(logging="uniform", n_positions=4, n_ads=20, days=2,
                                             events_per_day=20000, seed=7), out)
     pd.DataFrame({"position": [1, 2, 3, 4], "method": "true", "coefficient": truth["adc"]}).to_parquet(
         work / "true_adc.parquet")

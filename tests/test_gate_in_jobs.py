@@ -18,13 +18,13 @@ PI_FAMILY = "slate_ips, slate_snips, slate_pi, slate_wpi, slate_pi_plus_plus, sl
 
 
 @pytest.fixture(scope="module")
-def gen(spark, tmp_path_factory):
+def gen(tmp_path_factory):
     root = tmp_path_factory.mktemp("gatejobs")
     out = {}
     for name, logging in (("uniform", "uniform"), ("contextual", "contextual")):
         cfg = GeneratorConfig(layout="ranked", logging=logging, n_positions=3, n_ads=8, n_contexts=12, days=1,
                               events_per_day=6000, seed=11, contextual_noise=0.1, epsilon=0.1)
-        generate(spark, cfg, str(root / name))
+        generate("duckdb", cfg, str(root / name))
         out[name] = root / name
     return out
 

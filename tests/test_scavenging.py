@@ -379,7 +379,7 @@ def test_simulated_tables_direct_approach_equals_pure_function(duck):
 
 
 @pytest.mark.slow
-def test_generator_uniform_logs_within_intervals(spark, tmp_path):
+def test_generator_uniform_logs_within_intervals(tmp_path):
     """Generator logs (uniform, K=2, 5 ads): every deterministic target's scavenging estimate lies within its CLT
     interval (3 sd) and its Theorem 3 bound of the realized-context true value."""
     import json
@@ -388,7 +388,7 @@ def test_generator_uniform_logs_within_intervals(spark, tmp_path):
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     out = str(tmp_path / "gen")
-    truth = generate(spark, GeneratorConfig(logging="uniform", n_positions=2, n_ads=5, days=1,
+    truth = generate("duckdb", GeneratorConfig(logging="uniform", n_positions=2, n_ads=5, days=1,
                                             events_per_day=20000, seed=3), out)
     ev = api.evaluate(f"{out}/logs", f"{out}/decisions", estimators=["scavenging_slate", "factored"],
                       policies=["oracle", "most_clicked"], uniform_logging=True, gate="off", engine="duckdb")
@@ -408,14 +408,14 @@ def test_generator_uniform_logs_within_intervals(spark, tmp_path):
 
 
 @pytest.mark.slow
-def test_generator_multi_base_policy(spark, tmp_path):
+def test_generator_multi_base_policy(tmp_path):
     """Generator 'multi' logs (3 base policies rotated independently of x): the target that follows, per context,
     the best base policy is evaluated with action = base policy; within 3 sd and within the Theorem 3 bound."""
     from scavenger import api
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     out = str(tmp_path / "gen")
-    truth = generate(spark, GeneratorConfig(logging="multi", n_positions=3, n_ads=10, days=1,
+    truth = generate("duckdb", GeneratorConfig(logging="multi", n_positions=3, n_ads=10, days=1,
                                             events_per_day=20000, seed=4), out)
     ev = api.evaluate(f"{out}/logs", f"{out}/decisions", estimators=["scavenging_base"], policies=["best_base"],
                       gate="off", engine="duckdb")

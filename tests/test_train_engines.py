@@ -1,5 +1,5 @@
 """`scavenger train` on either engine (issue 27): the same models and decisions from DuckDB and Spark, the CLI on
-DuckDB without Java, and the notebook entry ``scavenger.train`` (the data set: train_world.py, 3 days)."""
+DuckDB without Java, and the notebook entry ``scavenger.train`` (the data set: train_world.py, 3 days of 5k events)."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ from train_world import M, SCORE, TRAIN, config, decisions_frame, make_world, pi
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> dict:
-    return make_world(str(tmp_path_factory.mktemp("train_engines")), days=3)
+    return make_world(str(tmp_path_factory.mktemp("train_engines")), days=3, events_per_day=5_000)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_notebook_api_train(world, tmp_path):
                           truth="none", estimate=False, engine="auto")
     assert res.engine["name"] == "duckdb" and list(res.pandas["policy_id"]) == [pid("regression")]
     dec = pd.read_parquet(res.decisions)
-    assert len(dec) == 20_000 and dec["slots"].map(len).eq(M).all()   # no eligibility table: the 20 trained ads
+    assert len(dec) == world["events_per_day"] and dec["slots"].map(len).eq(M).all()   # no eligibility table: the 20 trained ads
 
 
 @pytest.mark.e2e

@@ -1,6 +1,6 @@
 """The data set of the `scavenger train` tests (test_train.py, test_train_engines.py), built on DuckDB.
 
-Generator: ranked layout, uniform logging, 20 ads, 12 contexts, K = m = 4, 20k events a day (seed 11; a day's rows do
+Generator: ranked layout, uniform logging, 20 ads, 12 contexts, K = m = 4, 20k events a day by default (seed 11; a day's rows do
 not depend on how many days are generated). Eligibility of the scoring days, event level: 5% of the events get only
 2 of the 20 ads, the others each ad with probability 0.6; every event also gets an ad never seen in training.
 """
@@ -22,14 +22,14 @@ def _uniform(expr: str) -> str:
     return f"CAST('0x' || substr(md5({expr}), 1, 8) AS BIGINT) / 4294967296.0"
 
 
-def make_world(root: str, days: int = 3) -> dict:
+def make_world(root: str, days: int = 3, events_per_day: int = 20_000) -> dict:
     import duckdb
 
     from scavenger.simulation.generator import GeneratorConfig, generate
 
     gen_dir = os.path.join(root, "gen")
     cfg = GeneratorConfig(layout="ranked", logging="uniform", n_positions=4, n_ads=20, n_contexts=12, days=days,
-                          events_per_day=20_000, seed=11)
+                          events_per_day=events_per_day, seed=11)
     truth = generate("duckdb", cfg, gen_dir)
     elig = os.path.join(root, "eligibility.parquet")
     duckdb.connect().execute(f"""
@@ -43,7 +43,7 @@ few AS (SELECT event_id, dt, ad_id FROM (SELECT *, row_number() OVER (PARTITION 
 SELECT event_id, dt, ad_id FROM grid WHERE ue >= 0.05 AND ua < 0.6
 UNION ALL SELECT event_id, dt, ad_id FROM few
 UNION ALL SELECT event_id, dt, '{NEW_AD}' AS ad_id FROM ev) TO '{elig}' (FORMAT PARQUET)""")
-    return {"root": root, "gen": gen_dir, "truth": truth, "elig": elig}
+    return {"root": root, "gen": gen_dir, "truth": truth, "elig": elig, "events_per_day": events_per_day}
 
 
 def config(world: dict, out: str, **kw):

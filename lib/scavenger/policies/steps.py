@@ -143,7 +143,7 @@ def write_decisions(engine, cfg, decided: list, n_events: int) -> dict:
     m = int(cfg.m)
     engine.register_frame("tr_pids", pd.DataFrame({"policy_id": [d["policy_id"] for d in decided]}))
     engine.materialize("tr_decided", S.decided_union({d["policy_id"]: d["relation"] for d in decided},
-                                                     "tr_sc_events", "tr_cands", "tr_pids"))
+                                                     "tr_sc_events", "tr_cands", "tr_pids"), keep=True)
     window = days(_dt.date.fromisoformat(cfg.score_from), _dt.date.fromisoformat(cfg.score_to))
     dec_path = fs.join(cfg.out, "decisions")
     exprs = {c: c for c in ("policy_id", "event_id", "slots", "dt")}
