@@ -2,10 +2,11 @@
 
 What this module proves (see docs/cluster.md):
 
-* Same results as local mode: ``generate``, ``validate``, ``adc`` and ``evaluate`` submitted with pyspark's own
+* Same results as one machine: ``generate``, ``validate``, ``adc`` and ``evaluate`` submitted with pyspark's own
   ``bin/spark-submit`` (client deploy mode, the thin entry points ``jobs/<name>.py``) to the cluster write the same
-  tables as the same jobs under ``spark-submit --master local[2]``: every float equal to 1e-12 relative, every
-  other value equal (rows sorted by their keys; run ids, timings and paths aside). The statistics stores of
+  tables as the same jobs run by ``scavenger JOB --engine duckdb`` (tests/test_engines.py shows DuckDB equal to
+  local Spark): every float equal to 1e-12 relative, every other value equal (rows sorted by their keys; run ids,
+  timings, paths and the engine's description aside). The statistics stores of
   ``adc``/``evaluate`` and the ``result.json`` summaries are compared too.
 * Driver killed mid-write: the cluster ``generate`` is first SIGKILLed (the spark-submit process group: JVM,
   Python driver and their children) while its ``decisions`` table is being staged. Only whole dt partitions are
@@ -18,8 +19,8 @@ What this module proves (see docs/cluster.md):
   ``--conf`` in this test only), the job exits 0 and its tables are identical to the reference -- that run is
   the cluster ``evaluate`` of the comparison.
 
-Cost: the faults are folded into the cluster chain (one extra, killed ``generate``), and the local-mode reference
-chain runs in a thread meanwhile (one module-scoped fixture does all of it). ``adc`` and ``evaluate`` run with
+Cost: the faults are folded into the cluster chain (one extra, killed ``generate``); the reference runs first, on
+DuckDB, in a few seconds (one module-scoped fixture does all of it). ``adc`` and ``evaluate`` run with
 ``--gate off`` (``validate`` runs the same gate on the cluster) and GE suites are off (they run on the driver only).
 Skipped when Java is missing.
 """
@@ -29,11 +30,10 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
 from pathlib import Path
 
 import numpy as np
@@ -239,7 +239,7 @@ def compare_json(ref, got, where: str, rep: Report, ignore=frozenset()) -> None:
 
 # result.json: what differs by construction between two runs of the same job
 RESULT_IGNORE = frozenset({"run_id", "started_at", "finished_at", "timings_seconds", "inputs", "outputs",
-                           "written_at", "paths", "master"})    # engine.master: local[2] here, spark://... there
+                           "written_at", "paths", "master", "engine"})    # which engine ran, and where
 
 
 def load_json(path: Path):
@@ -507,56 +507,44 @@ def _wait_for(cond, proc, timeout: float, poll: float = 0.02):
 
 
 # ==================================================================================================== fixtures
-class _Background:
-    """The local-mode chain in a thread, so it overlaps with the cluster chain."""
+class DuckChain(Chain):
+    """The reference: the same four jobs with the same flags, run by ``scavenger JOB ... --engine duckdb`` on this
+    machine (no JVM; tests/test_engines.py shows DuckDB's tables equal local Spark's to 1e-12)."""
 
-    def __init__(self, chain: Chain):
-        self.chain = chain
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-chain")
-        self.started = time.monotonic()
-        self.seconds: float | None = None
-        self._future = self._pool.submit(self._run)
+    def __init__(self, base: Path):
+        super().__init__("duckdb", base)
 
-    def _run(self) -> Chain:
-        try:
-            return self.chain.run_all()
-        finally:
-            self.seconds = time.monotonic() - self.started
-
-    def get(self) -> Chain:
-        return self._future.result(timeout=5 * JOB_TIMEOUT)
-
-    def finish(self) -> None:
-        """Wait until the chain has ended (its errors surface in ``get()``)."""
-        futures_wait([self._future], timeout=5 * JOB_TIMEOUT)
-
-    def close(self) -> None:
-        self.chain.abort()
-        self._pool.shutdown(wait=True)
+    def run(self, job: str, name: str | None = None, conf: dict | None = None) -> Submitted:
+        logdir = self.base / "runs"
+        logdir.mkdir(parents=True, exist_ok=True)
+        out, err = logdir / f"{name or job}.out", logdir / f"{name or job}.err"
+        cmd = [sys.executable, "-m", "scavenger", job, *self.args(job), "--engine", "duckdb"]
+        start = time.monotonic()
+        with open(out, "w") as fo, open(err, "w") as fe:
+            code = subprocess.run(cmd, stdout=fo, stderr=fe, timeout=JOB_TIMEOUT,
+                                  env={**os.environ, "SCAVENGER_PROGRESS": "0"}).returncode
+        self.runs[name or job] = Submitted(cmd, code, time.monotonic() - start, out, err)
+        return self.runs[name or job]
 
 
 def _cluster_work(work: Path) -> dict:
-    """All of the module's Spark work: the reference -- the four jobs via ``spark-submit --master local[2]``, started
-    at once in a thread -- and, meanwhile, the four jobs on the cluster with the two faults built in (each job is
-    submitted once more at most): generate's first attempt is killed mid-write and re-run; a worker is killed while
-    evaluate runs. Returns both chains (finished) with their runs and notes for the tests to check."""
-    local_ref = _Background(Chain("local[2]", work / "local"))
-    try:
-        with StandaloneCluster(work / "standalone", n_workers=2, cores=1, memory="1g") as cluster:
-            chain = Chain(cluster.master_url, work / "on_cluster")
-            try:
-                t = time.monotonic()
-                cluster.ensure_workers()
-                _cluster_generate_with_driver_kill(chain, cluster)
-                chain.run_all(("validate", "adc"))
-                cluster.ensure_workers()
-                _cluster_evaluate_with_worker_kill(chain, cluster)
-                chain.notes["seconds"] = time.monotonic() - t
-            finally:
-                chain.abort()       # nothing left running if the chain stopped half-way
-        local_ref.finish()
-    finally:
-        local_ref.close()
+    """All of the module's Spark work: the reference (the four jobs on DuckDB, first) and the four jobs on the
+    cluster with the two faults built in (each job is submitted once more at most): generate's first attempt is
+    killed mid-write and re-run; a worker is killed while evaluate runs. Returns both chains (finished) with their
+    runs and notes for the tests to check."""
+    local_ref = DuckChain(work / "local").run_all()
+    with StandaloneCluster(work / "standalone", n_workers=2, cores=1, memory="1g") as cluster:
+        chain = Chain(cluster.master_url, work / "on_cluster")
+        try:
+            t = time.monotonic()
+            cluster.ensure_workers()
+            _cluster_generate_with_driver_kill(chain, cluster)
+            chain.run_all(("validate", "adc"))
+            cluster.ensure_workers()
+            _cluster_evaluate_with_worker_kill(chain, cluster)
+            chain.notes["seconds"] = time.monotonic() - t
+        finally:
+            chain.abort()       # nothing left running if the chain stopped half-way
     return {"chain": chain, "local_ref": local_ref}
 
 
@@ -566,8 +554,8 @@ def cluster_work(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def local_ref(cluster_work) -> _Background:
-    """The local-mode reference chain (finished; ``get()`` returns it or raises what it raised)."""
+def local_ref(cluster_work) -> DuckChain:
+    """The reference chain on DuckDB (finished)."""
     return cluster_work["local_ref"]
 
 
@@ -594,7 +582,7 @@ def test_driver_kill_leaves_no_partial_output(cluster_chain, local_ref):
     assert not note["ground_truth_exists"]
     assert any(d.startswith("decisions/_staging") for d in note["staging_dirs"]), note["staging_dirs"]
 
-    ref = local_ref.get()
+    ref = local_ref
     for run in ref.runs.values():
         _assert_ok(run)
     # every visible partition is whole: all its rows, equal to the reference partition
@@ -649,7 +637,7 @@ def compare_gate_outputs(ref: Path, got: Path, job: str) -> Report:
 
 
 def test_cluster_matches_local(cluster_chain, local_ref):
-    ref = local_ref.get()
+    ref = local_ref
     for name, run in [*ref.runs.items(), *cluster_chain.runs.items()]:
         _assert_ok(run)
     summary = {}
@@ -717,7 +705,7 @@ def test_worker_kill_during_evaluate(cluster_chain, local_ref):
     assert "Lost executor" in run.stderr, run.tail(60)
     assert note["failed_tasks"] + note["stage_retries"] > 0, note
 
-    ref = local_ref.get()
+    ref = local_ref
     _assert_ok(ref.runs["evaluate"])
     rep = compare_evaluate(ref.out("evaluate"), cluster_chain.out("evaluate"))
     rep.merge(compare_stats_store(ref.base / "stats_eval", cluster_chain.base / "stats_eval", "stats_eval"))

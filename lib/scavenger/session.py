@@ -17,6 +17,9 @@ DEFAULT_SQL_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.parquet.compression.codec": "zstd",
+    # timestamps as Parquet TIMESTAMP_MICROS (UTC), as DuckDB, pyarrow and pandas write them, not the legacy INT96:
+    # the same schema whichever engine wrote a table
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # HotSpot does not JIT-compile methods over 8000 bytes of bytecode (HugeMethodLimit); the statistics
     # aggregations generate larger ones, which then run interpreted (2x slower measured on the scan). At 8000 Spark
     # splits such stages instead of generating one huge method (the value Spark's docs recommend on HotSpot).
@@ -185,7 +188,8 @@ def scan_batch_days(spark) -> int:
 # Spark's built-in values of the keys of DEFAULT_SQL_CONF: a key still at its built-in value was set by nobody
 _BUILT_IN = {"spark.sql.sources.partitionOverwriteMode": ("STATIC", "static"),
              "spark.sql.parquet.compression.codec": ("snappy",),
-             "spark.sql.codegen.hugeMethodLimit": ("65535",)}
+             "spark.sql.codegen.hugeMethodLimit": ("65535",),
+             "spark.sql.parquet.outputTimestampType": ("INT96",)}
 
 
 def _apply_defaults(spark, explicit: set[str] | None = None) -> None:

@@ -70,7 +70,7 @@ SELECT dt,
   max(array_max(transform(slots, s -> s.propensity))) AS max_propensity,
   min(array_min(transform(filter(slots, s -> NOT isnan(s.reward)), s -> s.reward))) AS min_reward,
   max(array_max(transform(filter(slots, s -> NOT isnan(s.reward)), s -> s.reward))) AS max_reward,
-  min(n_slots) AS min_slots, max(n_slots) AS max_slots,
+  CAST(min(n_slots) AS BIGINT) AS min_slots, CAST(max(n_slots) AS BIGINT) AS max_slots,
   max(CASE WHEN clean THEN array_max(transform(slots, s -> s.position)) END) AS k_max,
   count(DISTINCT CASE WHEN clean THEN logging_policy END) AS logging_policies
 FROM scv_events
