@@ -80,6 +80,7 @@ def _title(dom: str) -> str:
 
 
 # ---- 1. escape at every edge -------------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_values_reaching_html_are_inert_in_a_browser(tmp_path):
     """A schema field name and ids carrying markup: Data Docs show the unexpected type as text, the report every
     id; in Chromium no script runs (the title stays as written)."""

@@ -65,6 +65,7 @@ def test_environment_has_no_java(no_java_env):
     assert "JAVA_HOME" not in env
 
 
+@pytest.mark.e2e
 def test_duckdb_chain_runs_without_java(no_java_env, tmp_path):
     env, record = no_java_env
     gen, val, adc, ev, rep = (tmp_path / x for x in ("gen", "val", "adc", "eval", "rep"))
