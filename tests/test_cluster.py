@@ -2,12 +2,12 @@
 
 What this module proves (see docs/cluster.md):
 
-* Same results as one machine: ``generate``, ``validate``, ``adc`` and ``evaluate`` submitted with pyspark's own
+* Same results as one machine: ``generate``, ``validate`` and ``evaluate`` (whose ADC table is ``adc``'s) submitted with pyspark's own
   ``bin/spark-submit`` (client deploy mode, the thin entry points ``jobs/<name>.py``) to the cluster write the same
   tables as the same jobs run by ``scavenger JOB --engine duckdb`` (tests/test_engines.py shows DuckDB equal to
   local Spark): every float equal to 1e-12 relative, every other value equal (rows sorted by their keys; run ids,
   timings, paths and the engine's description aside). The statistics stores of
-  ``adc``/``evaluate`` and the ``result.json`` summaries are compared too.
+  ``evaluate`` and the ``result.json`` summaries are compared too.
 * Driver killed mid-write: the cluster ``generate`` is first SIGKILLed (the spark-submit process group: JVM,
   Python driver and their children) while its ``decisions`` table is being staged. Only whole dt partitions are
   visible afterwards (the committed ``logs`` partitions, each with all its rows and equal to the reference), no
@@ -20,7 +20,7 @@ What this module proves (see docs/cluster.md):
   the cluster ``evaluate`` of the comparison.
 
 Cost: the faults are folded into the cluster chain (one extra, killed ``generate``); the reference runs first, on
-DuckDB, in a few seconds (one module-scoped fixture does all of it). ``adc`` and ``evaluate`` run with
+DuckDB, in a few seconds (one module-scoped fixture does all of it). ``evaluate`` runs with
 ``--gate off`` (``validate`` runs the same gate on the cluster) and GE suites are off (they run on the driver only).
 Skipped when Java is missing.
 """
@@ -348,7 +348,7 @@ class Chain:
         self.runs[name or job] = result
         return result
 
-    def run_all(self, jobs=("generate", "validate", "adc", "evaluate")) -> "Chain":
+    def run_all(self, jobs=("generate", "validate", "evaluate")) -> "Chain":
         for job in jobs:
             self.run(job)
         return self
@@ -539,7 +539,7 @@ def _cluster_work(work: Path) -> dict:
             t = time.monotonic()
             cluster.ensure_workers()
             _cluster_generate_with_driver_kill(chain, cluster)
-            chain.run_all(("validate", "adc"))
+            chain.run_all(("validate",))
             cluster.ensure_workers()
             _cluster_evaluate_with_worker_kill(chain, cluster)
             chain.notes["seconds"] = time.monotonic() - t
@@ -652,12 +652,6 @@ def test_cluster_matches_local(cluster_chain, local_ref):
                  RESULT_IGNORE)
     summary["validate"] = rep
 
-    rep = compare_tables(read_table(ref.out("adc") / "adc"), read_table(cluster_chain.out("adc") / "adc"), "adc",
-                         ["position", "method", "interval_kind"])
-    rep.merge(compare_stats_store(ref.base / "stats_adc", cluster_chain.base / "stats_adc", "stats_adc"))
-    compare_json(load_json(ref.out("adc") / "result.json"), load_json(cluster_chain.out("adc") / "result.json"),
-                 "adc/result.json", rep, RESULT_IGNORE)
-    summary["adc"] = rep
 
     rep = compare_evaluate(ref.out("evaluate"), cluster_chain.out("evaluate"))
     rep.merge(compare_stats_store(ref.base / "stats_eval", cluster_chain.base / "stats_eval", "stats_eval"))
