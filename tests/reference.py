@@ -72,6 +72,38 @@ def build_random(seed: int, K: int | None = None, n_ads: int | None = None, days
     return {"K": K, "ads": ads, "logs": logs, "decisions": decs}
 
 
+def with_long_rows(seed: int, share: float, longest: int = 9):
+    """Random K = 3 logs where a share of the rows also hold slots up to ``longest`` (some with a gap, in any order),
+    and a policy whose decisions list every position 1..longest (so the extra positions have target mass)."""
+    data = build_random(seed=seed, K=3, n_ads=14, days=(0, 1), per_day=70, odd_shapes=True)
+    rng = random.Random(seed)
+    ads = data["ads"]
+    by_id = {ev["event_id"]: ev for ev in data["logs"]}
+    for ev in data["logs"]:
+        if rng.random() < share and len(ev["slots"]) >= 2:
+            used = {s["ad_id"] for s in ev["slots"]}
+            free = [a for a in ads if a not in used]
+            for pos in range(5, longest + 1):
+                if rng.random() < 0.8 and free:
+                    a = free.pop(rng.randrange(len(free)))
+                    ev["slots"].append({"position": pos, "ad_id": a, "propensity": rng.choice([0.25, 0.5]),
+                                        "reward": float(rng.random() < 0.4)})
+            rng.shuffle(ev["slots"])
+    for eid, ev in by_id.items():
+        logged = {s["position"]: s["ad_id"] for s in ev["slots"]}
+        slots = []
+        for pos in range(1, longest + 1):
+            a = logged.get(pos, rng.choice(ads))
+            b = rng.choice([x for x in ads if x != a])
+            p = rng.choice([0.5, 1.0])
+            slots += [{"position": pos, "ad_id": a, "probability": p}]
+            if p < 1:
+                slots += [{"position": pos, "ad_id": b, "probability": 1 - p}]
+        data["decisions"].append({"policy_id": "wide", "event_id": eid, "dt": ev["dt"], "base_policy": None,
+                                  "slots": slots})
+    return data
+
+
 def arrow_tables(data):
     """The logs and decisions as pyarrow tables of the contracts (an in-memory source for DuckDB)."""
     from scavenger.contract import arrow_schema

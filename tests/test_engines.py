@@ -27,16 +27,20 @@ def statements():
         out += [("events", L.events(cfg)), ("duplicates", L.duplicates()), ("prior_hits", L.prior_hits()),
                 ("events_view", L.events_view(cfg, True)), ("log_counts", L.log_counts(64)),
                 ("quarantined_logs", L.quarantined("r'1")), ("event_ids", L.event_ids()), ("qkeys", D.qkeys()),
-                ("decision_counts", D.decision_counts(3)), ("quarantined_decisions", D.quarantined("r", 3)),
+                ("row_positions", L.row_positions()), ("quarantined_decisions", D.quarantined("r")),
                 ("policy_count", D.policy_count())]
-        for K in (1, 2, 4):
-            out += [(f"flat K={K}", L.flat(K)), (f"flat_columns K={K}", L.flat_columns(K)),
-                    (f"joined K={K}", D.joined(cfg, K)), (f"log_summary K={K}", T.log_summary(K)),
-                    (f"policy_groups K={K}", DT.policy_groups(K)), (f"factored K={K}", DT.factored(K))]
-    out += [("ad_position", T.ad_position(3)), ("ad_position boot", T.ad_position(3, 3, 1)),
-            ("slate_actions", T.slate_actions()), ("context_cells", T.context_cells()),
+        for K, Kw in ((1, 1), (2, 2), (4, 4), (9, 4)):
+            out += [(f"flat Kw={Kw}", L.flat(Kw)), (f"flat_columns Kw={Kw}", L.flat_columns(Kw)),
+                    (f"joined K={K} Kw={Kw}", D.joined(cfg, K, Kw)), (f"log_summary K={K}", T.log_summary(K, Kw)),
+                    (f"decision_counts Kw={Kw}", D.decision_counts(Kw)),
+                    (f"policy_groups K={K} Kw={Kw}", DT.policy_groups(K, Kw)), (f"factored Kw={Kw}", DT.factored(Kw)),
+                    (f"policy_extras Kw={Kw}", DT.policy_extras(Kw)), (f"pair_cells Kw={Kw}", T.pair_cells(Kw)),
+                    (f"slate_actions Kw={Kw}", T.slate_actions(Kw)), (f"slate_targets Kw={Kw}", DT.slate_targets(Kw)),
+                    (f"target_placements Kw={Kw}", DT.target_placements(Kw))]
+    out += [("ad_position", T.ad_position(3)), ("ad_position boot", T.ad_position(3, 3, 1, "stratum")),
+            ("context_cells", T.context_cells()),
             ("pair_strata", T.pair_strata()), ("calibration_cells", T.calibration_cells(T.stratum_sql("context:f"))),
-            ("slate_targets", DT.slate_targets()), ("target_placements", DT.target_placements(3)),
+            ("flat_columns stratum", L.flat_columns(3, T.stratum_sql("context:f"))),
             ("scavenging", RD.scavenging("a", "t", "1 = 1")), ("scavenging by day", RD.scavenging("a", "t", "1 = 1",
                                                                                                True)),
             ("reorder random", reorder.random_sql("r", 3)), ("reorder scores", reorder.scores_sql("r", "s", True))]
@@ -101,9 +105,18 @@ def _equal_frames(a: pd.DataFrame, b: pd.DataFrame, keys: list, what: str) -> No
         assert np.array_equal(np.isnan(va), np.isnan(vb)), (what, col)
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_every_table_equal_between_engines(spark, tmp_path, shape):
-    data = build_random(**SHAPES[shape])
+@pytest.mark.parametrize("shape", sorted(SHAPES) + ["long_rows"])
+def test_every_table_equal_between_engines(spark, tmp_path, shape, monkeypatch):
+    """``long_rows``: a tenth of the rows reach position 9 and only positions 1..4 are wide columns, so the extra
+    positions' statements (moments, pairs, factored in long form) run on both engines."""
+    from reference import with_long_rows
+    from scavenger.statistics import scan
+
+    if shape == "long_rows":
+        data = with_long_rows(seed=21, share=0.1)
+        monkeypatch.setattr(scan, "WIDE_SHARE", 0.5)
+    else:
+        data = build_random(**SHAPES[shape])
     write_parquet(data, str(tmp_path))
     duck, sp = _windows(spark, str(tmp_path))
     assert duck.K == sp.K and duck.dates == sp.dates

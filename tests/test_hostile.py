@@ -149,6 +149,50 @@ def test_ids_in_plots_are_never_markup(tmp_path):
 
 
 # ---- 3. bounded cost for any row ---------------------------------------------------------------------------------
+def test_one_long_valid_row_costs_its_own_length(tmp_path, monkeypatch):
+    """One valid 64-slot row among 1,200 three-slot events: K is 64, but only positions 1..4 (WIDE_MIN) are wide columns (the
+    long row's other slots travel as a list, its moments, pairs and factored sums in long form), and every estimate
+    equals the one computed with all 64 positions as wide columns."""
+    from scavenger.engines import open_engine
+    from scavenger.pipelines.common import GateConfig, describe_inputs
+    from scavenger.pipelines.evaluate import EvaluateOptions, evaluate
+    from scavenger.statistics import scan
+
+    root = tmp_path / "wide"
+    build(root, per_day=600)
+    first = True
+
+    def widen(t):
+        nonlocal first
+        rows = t.to_pylist()
+        if first:
+            rows[0] = dict(rows[0], slots=[{"position": i, "ad_id": f"z{i}", "propensity": 0.25, "reward": 0.0}
+                                           for i in range(1, 65)])
+            first = False
+        return pa.Table.from_pylist(rows, schema=t.schema)
+
+    _rewrite(root / "logs", widen)
+    seen, real = [], scan.wide_positions
+    monkeypatch.setattr(scan, "wide_positions", lambda prof, K: seen.append((K, real(prof, K))) or seen[-1][1])
+    got = {}
+    for share in (scan.WIDE_SHARE, 0.0):
+        monkeypatch.setattr(scan, "WIDE_SHARE", share)
+        engine = open_engine("duckdb", "test")
+        try:
+            ev = evaluate(engine, describe_inputs(str(root / "logs"), str(root / "decisions")), EvaluateOptions(),
+                          GateConfig(mode="report", great_expectations=False))
+        finally:
+            engine.close()
+        got[share] = ev.estimates.set_index(["policy_id", "estimator"]).sort_index()
+        assert ev.stats.K == 64
+    assert seen == [(64, 4), (64, 64)]            # WIDE_MIN positions are always wide
+    a, b = got[scan.WIDE_SHARE], got[0.0]
+    assert list(a.index) == list(b.index) and a["identified"].any()
+    for col in ("value", "std_error", "ci_low", "ci_high"):
+        x, y = a[col].astype(float).to_numpy(), b[col].astype(float).to_numpy()
+        assert np.allclose(x, y, rtol=1e-9, atol=1e-12, equal_nan=True), col
+
+
 def test_cost_is_bounded_by_the_data_not_by_its_values(tmp_path):
     """A 100,000-slot row goes to quarantine as SLATE_TOO_LONG in the one pass (K stays 3); 1,200 logging-policy
     ids (one per event) cost the checks seconds; more target policies than --max-policies is exit 2 with the count

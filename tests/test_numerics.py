@@ -39,9 +39,15 @@ TERMS = {
        for j, k in ((1, 1), (1, 2), (2, 2))},
 }
 
-JOINED = """
+SLOTS = "ARRAY<STRUCT<position: INT, ad_id: STRING, propensity: DOUBLE, reward: DOUBLE>>"
+DSLOTS = "ARRAY<STRUCT<position: INT, ad_id: STRING, probability: DOUBLE>>"
+# the joined relation as the pass builds it: a one-entry-per-position deterministic decision whose ad at slot 1 is
+# always the logged one (Y_1 = 1/mu_1) and at slot 2 the logged one when hit_2 (Y_2 = 1/0.7, else 0)
+JOINED = f"""
 SELECT DATE '2026-01-01' AS dt, 'p' AS policy_id, 'lp' AS logging_policy, CAST(NULL AS STRING) AS base_policy,
-  fold, true AS det, 'a' AS tset, 'b' AS lset, '1,2' AS held, r, false AS miss, true AS clean, Y_1, Y_2
+  fold, true AS det, true AS simple, CAST(NULL AS {DSLOTS}) AS dslots, CAST(NULL AS {SLOTS}) AS xs, 2 AS n_slots,
+  r, false AS miss, true AS clean, 'x' AS a_1, mu_1, 'x' AS d_a_1, 1D AS d_p_1,
+  'x' AS a_2, 0.7D AS mu_2, CASE WHEN hit_2 THEN 'x' ELSE 'y' END AS d_a_2, 1D AS d_p_2
 FROM scv_heavy"""
 
 
@@ -55,17 +61,20 @@ def exact_sum(terms: np.ndarray) -> float:
 @pytest.fixture(scope="module")
 def heavy(request, tmp_path_factory):
     """(Parquet path, r, [Y_1, Y_2]) of N = request.param rows: r ~ Bernoulli(0.3); Y_1 = 1/mu with mu ~ U(0, 1)
-    floored at 1e-4 (heavy tailed, up to 1e4); Y_2 in {0, 1/0.7}; the fold alternates."""
+    floored at 1e-4 (heavy tailed, up to 1e4); Y_2 in {0, 1/0.7}; the fold alternates. The file holds r, mu_1 and
+    whether slot 2's ad is the target's; the statement computes Y_k = pi_k/mu_k itself."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     N = request.param
     rng = np.random.default_rng(2026)
     r = (rng.random(N) < 0.3).astype(float)
-    Y = [1.0 / np.maximum(rng.random(N), 1e-4), np.where(rng.random(N) < 0.7, 1.0 / 0.7, 0.0)]
+    mu_1 = np.maximum(rng.random(N), 1e-4)
+    hit_2 = rng.random(N) < 0.7
+    Y = [1.0 / mu_1, np.where(hit_2, 1.0 / 0.7, 0.0)]
     path = str(tmp_path_factory.mktemp("heavy") / "joined.parquet")
-    pq.write_table(pa.table({"fold": (np.arange(N) % 2).astype(np.int32), "r": r, "Y_1": Y[0], "Y_2": Y[1]}), path,
-                   row_group_size=1 << 20)
+    pq.write_table(pa.table({"fold": (np.arange(N) % 2).astype(np.int32), "r": r, "mu_1": mu_1, "hit_2": hit_2}),
+                   path, row_group_size=1 << 20)
     return path, r, Y
 
 
@@ -76,7 +85,7 @@ def _engine_sums(engine, path: str) -> dict:
 
     engine.read_parquet("scv_heavy", [path])
     engine.view("scv_joined", JOINED)
-    groups = engine.fetch(DT.policy_groups(K), "policy_groups")
+    groups = engine.fetch(DT.policy_groups(K, K), "policy_groups")
     assert len(groups) == 2                                   # one group per fold
     sm = split_policy_groups(groups)["slate_moments"]
     return merge("slate_moments", [sm.assign(fold=0)]).iloc[0].to_dict()

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reference import arrow_tables, build_random, ref_tables, write_parquet
+from reference import arrow_tables, build_random, ref_tables, with_long_rows, write_parquet
 from scavenger.engines.duck import DuckDBEngine
 from scavenger.estimators.slate import SlateMoments
 from scavenger.pipelines.common import describe_inputs, window_dates
@@ -132,6 +132,33 @@ def test_partial_and_extra_slots_equal_reference():
     assert stats.K == 4
     assert stats.table("log_summary")["n_partial"].sum() > 0
     assert_tables_match(stats, data)
+
+
+def test_long_rows_beyond_the_wide_positions_equal_reference(monkeypatch):
+    """A tenth of the rows hold slots up to position 9 (issue 28: one long row must not make every row K wide).
+    With WIDE_SHARE = 0.5 only positions 1..4 are wide columns and the rest travel as a list (long-form moments,
+    pairs and factored sums); with 0 every position is wide. Both equal the plain-Python reference, and check d's
+    pair strata are the same either way."""
+    from scavenger.statistics import scan
+
+    data = with_long_rows(seed=21, share=0.1)
+    seen, real = [], scan.wide_positions
+    monkeypatch.setattr(scan, "wide_positions", lambda prof, K: seen.append(real(prof, K)) or seen[-1])
+    runs = {}
+    for share in (0.5, 0.0):
+        monkeypatch.setattr(scan, "WIDE_SHARE", share)
+        runs[share] = run_window(*arrow_tables(data))
+        assert runs[share].K == 9
+        assert_tables_match(runs[share], data)
+    assert seen == [4, 9]
+    keys = ["dt", "logging_policy", "stratum", "j", "k"]
+    a, b = (runs[x].table("pair_strata").sort_values(keys).reset_index(drop=True) for x in (0.5, 0.0))
+    assert len(a) == len(b) > 0 and (a["k"] > 4).any() and (a["j"] > 4).any()
+    assert a[keys].astype(str).equals(b[keys].astype(str))
+    for col in ("n", "r", "c", "o_diag"):
+        assert np.array_equal(a[col].to_numpy(), b[col].to_numpy()), col
+    for col in ("s", "e_diag"):
+        assert np.allclose(a[col].to_numpy(float), b[col].to_numpy(float), rtol=1e-12, atol=0), col
 
 
 def test_bootstrap_replicates(one_scan):

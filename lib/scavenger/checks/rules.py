@@ -85,15 +85,58 @@ def flag(code: str) -> str:
     return "f_" + code.lower()
 
 
-def _any(array: str, cond: str, var: str = "s") -> str:
-    """Some element satisfies ``cond`` (no ``exists``: DuckDB has none)."""
-    return f"size(filter({array}, {var} -> {cond})) > 0"
+UNROLL = 4   # slates of up to this many slots (nearly all) are checked element by element, without a lambda
+ELEMENTS = tuple(f"_e{i}" for i in range(1, UNROLL + 1))
 
 
-def _repeats(values: str) -> str:
-    """Some non-null value occurs twice. Nulls are left out on both sides: Spark's array_distinct keeps one null
-    where DuckDB's drops them, so the SQL says what it means (a null is its own reason, e.g. NULL_AD)."""
-    return f"size(array_distinct(array_compact({values}))) < size(array_compact({values}))"
+def element_columns(array: str = "slots") -> str:
+    """The first UNROLL elements of ``array`` as columns _e1.._e4, which the unrolled rules read: a statement that
+    evaluates the rules selects them in a subquery (each element is extracted once per row)."""
+    return ", ".join(f"try_element_at({array}, {i}) AS {e}" for i, e in enumerate(ELEMENTS, 1))
+
+
+def _at(i: int, cond: str, var: str = "s") -> str:
+    """``cond`` of element i (1-based): the lambda variable replaced by the element column."""
+    import re
+
+    return re.sub(rf"\b{var}\.", f"{ELEMENTS[i - 1]}.", cond)
+
+
+def slot_any(array: str, cond: str, var: str = "s") -> str:
+    """Some element satisfies ``cond`` (no ``exists``: DuckDB has none). Arrays of up to UNROLL elements test each
+    element column (:func:`element_columns`) in generated code; longer ones use the lambda (Spark interprets
+    higher-order functions row by row, so the unrolled form is what keeps a scan of short slates fast)."""
+    unrolled = " OR ".join(f"(size({array}) >= {i} AND coalesce({_at(i, cond, var)}, false))"
+                           for i in range(1, UNROLL + 1))
+    return (f"CASE WHEN size({array}) <= {UNROLL} THEN ({unrolled}) "
+            f"ELSE size(filter({array}, {var} -> {cond})) > 0 END")
+
+
+def slot_extreme(fn: str, array: str, value: str, var: str = "s") -> str:
+    """array_min/array_max (``fn``: min or max) of ``value`` over the elements (nulls skipped), unrolled as
+    least/greatest of the element columns for arrays of up to UNROLL elements (see :func:`slot_any`)."""
+    unrolled = ", ".join(_at(i, value, var) for i in range(1, UNROLL + 1))
+    scalar = {"min": "least", "max": "greatest"}[fn]
+    return (f"CASE WHEN size({array}) <= {UNROLL} THEN {scalar}({unrolled}) "
+            f"ELSE array_{fn}(transform({array}, {var} -> {value})) END")
+
+
+PAIRWISE_MAX = UNROLL   # slates of up to this many slots are checked for repeats by comparing pairs (no per-row hash)
+
+
+def _repeats(field: str) -> str:
+    """Some non-null value of the slots' ``field`` occurs twice. Slates of up to PAIRWISE_MAX slots (nearly all) compare
+    their pairs directly, which costs a few comparisons per row; longer ones compare distinct values. Nulls are left
+    out on both sides: a comparison with a null is not a repeat, and Spark's array_distinct keeps one null where
+    DuckDB's drops them, so the SQL says what it means (a null is its own reason, e.g. NULL_AD)."""
+    values = f"transform(slots, s -> s.{field})"
+    cases = []
+    for n in range(2, PAIRWISE_MAX + 1):
+        pairs = " OR ".join(f"{ELEMENTS[i - 1]}.{field} = {ELEMENTS[j - 1]}.{field}"
+                            for i in range(1, n + 1) for j in range(i + 1, n + 1))
+        cases.append(f"WHEN size(slots) = {n} THEN coalesce({pairs}, false)")
+    return (f"CASE WHEN size(slots) < 2 THEN false {' '.join(cases)} "
+            f"ELSE size(array_distinct(array_compact({values}))) < size(array_compact({values})) END")
 
 
 def _finite(x: str) -> str:
@@ -105,7 +148,7 @@ def log_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
     DUPLICATE_EVENT_ID is decided by the window of ``statistics/sql/logs.py``."""
     rmin, rmax, k = repr(float(cfg.reward_min)), repr(float(cfg.reward_max)), int(cfg.max_slots)
     pos = "transform(slots, s -> s.position)"
-    gap = _any("slots", f"s.position IS NULL OR s.position < 1 OR s.position > {k}")
+    gap = slot_any("slots", f"s.position IS NULL OR s.position < 1 OR s.position > {k}")
     if cfg.require_full_slates:
         gap = f"({gap}) OR array_min({pos}) <> 1 OR array_max({pos}) <> size(array_distinct({pos}))"
     slate_finite = _finite("slate_reward")
@@ -116,19 +159,19 @@ def log_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
         ("NULL_DT", "dt IS NULL"),
         ("EMPTY_SLATE", "slots IS NULL OR size(slots) = 0"),
         ("SLATE_TOO_LONG", f"size(slots) > {k}"),
-        ("NULL_AD", _any("slots", "s.ad_id IS NULL")),
-        ("NULL_PROPENSITY", _any("slots", "s.propensity IS NULL") if cfg.quarantine_null_propensity else "false"),
-        ("ZERO_PROPENSITY", "array_min(transform(slots, s -> s.propensity)) <= 0"),
-        ("PROPENSITY_GT_1", "array_max(transform(slots, s -> s.propensity)) > 1"),
-        ("DUPLICATE_AD", _repeats("transform(slots, s -> s.ad_id)")),
-        ("DUPLICATE_POSITION", _repeats(pos)),
+        ("NULL_AD", slot_any("slots", "s.ad_id IS NULL")),
+        ("NULL_PROPENSITY", slot_any("slots", "s.propensity IS NULL") if cfg.quarantine_null_propensity else "false"),
+        ("ZERO_PROPENSITY", f"{slot_extreme('min', 'slots', 's.propensity')} <= 0"),
+        ("PROPENSITY_GT_1", f"{slot_extreme('max', 'slots', 's.propensity')} > 1"),
+        ("DUPLICATE_AD", _repeats("ad_id")),
+        ("DUPLICATE_POSITION", _repeats("position")),
         ("POSITION_GAP", gap),
-        ("REWARD_NOT_FINITE", _any("slots", "NOT " + slot_finite)
+        ("REWARD_NOT_FINITE", slot_any("slots", "NOT " + slot_finite)
                               + f" OR (slate_reward IS NOT NULL AND NOT {slate_finite})"),
-        ("REWARD_OUT_OF_RANGE", _any("slots", f"{slot_finite} AND (s.reward < {rmin} OR s.reward > {rmax})")
+        ("REWARD_OUT_OF_RANGE", slot_any("slots", f"{slot_finite} AND (s.reward < {rmin} OR s.reward > {rmax})")
                                 + f" OR ({slate_finite} AND (slate_reward < {rmin} * size(slots) "
                                   f"OR slate_reward > {rmax} * size(slots)))"),
-        ("MISSING_REWARD", f"slate_reward IS NULL AND {_any('slots', 's.reward IS NULL')}"),
+        ("MISSING_REWARD", f"slate_reward IS NULL AND {slot_any('slots', 's.reward IS NULL')}"),
         ("EVENT_TIME_UNPARSEABLE", "event_time IS NULL"),
         ("EVENT_TIME_OUTSIDE_DT", "event_time IS NOT NULL AND dt IS NOT NULL "
                                   "AND floor(unix_seconds(event_time) / 86400) <> unix_date(dt)"),
@@ -151,10 +194,10 @@ def decision_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
         ("NULL_EVENT_ID", "event_id IS NULL"),
         ("NULL_DT", "dt IS NULL"),
         ("EMPTY_SLOTS", "slots IS NULL OR size(slots) = 0"),
-        ("NULL_AD", _any("slots", "s.ad_id IS NULL")),
-        ("PROBABILITY_OUT_OF_RANGE", _any("slots", "s.probability IS NULL OR isnan(s.probability) "
+        ("NULL_AD", slot_any("slots", "s.ad_id IS NULL")),
+        ("PROBABILITY_OUT_OF_RANGE", slot_any("slots", "s.probability IS NULL OR isnan(s.probability) "
                                                    "OR s.probability < 0 OR s.probability > 1")),
-        ("BAD_POSITION", _any("slots", f"s.position IS NULL OR s.position < 1 OR s.position > {k}")),
+        ("BAD_POSITION", slot_any("slots", f"s.position IS NULL OR s.position < 1 OR s.position > {k}")),
     ]
     assert [c for c, _ in rules] == [c for c in DECISION_REASONS if c not in DECISION_KEYED + ("PROBABILITY_SUM",)]
     return rules

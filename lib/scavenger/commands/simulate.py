@@ -21,7 +21,7 @@ def _n_list(text: str) -> tuple:
 
 
 def add_arguments(parser) -> None:
-    from ..simulation.slate_figures import PRESETS
+    from ..simulation.presets import PRESETS
 
     parser.add_argument("--preset", required=True, choices=PRESETS, help="which figure of section 6")
     parser.add_argument("--tensors", type=int, default=None,

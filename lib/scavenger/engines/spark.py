@@ -1,8 +1,8 @@
 """Spark: the engine for warehouses, clusters, catalog tables, any URI Spark reads, and Spark Connect.
 
 The statements of ``statistics/sql`` run as they are (``spark.sql``) over temporary views. Materialized relations
-are persisted at ``spark.scavenger.rowStorageLevel`` (default DISK_ONLY: a cache on disk takes no executor heap,
-so memory does not grow with the window). Nothing here uses ``sparkContext``, ``_jvm`` or RDDs, so it runs the
+are local checkpoints at ``spark.scavenger.rowStorageLevel`` (default DISK_ONLY: rows on disk take no executor
+heap, so memory does not grow with the window). Nothing here uses ``sparkContext``, ``_jvm`` or RDDs, so it runs the
 same under Spark Connect. Partitioned outputs are written by Spark to a hidden staging directory and each ``dt=``
 directory is swapped in with a rename (pyarrow.fs); where this process cannot open the URI's file system (e.g.
 hdfs:// without libhdfs), Spark's own dynamic partition overwrite replaces the days instead.
@@ -70,7 +70,6 @@ class SparkEngine(Engine):
     def __init__(self, spark, why: str = ""):
         super().__init__(why)
         self.spark = spark
-        self._persisted: list = []
         self._checkpoints: list[str] = []
         self._views: list[str] = []
         self.level = _storage_level(spark)
@@ -87,23 +86,17 @@ class SparkEngine(Engine):
         self._views.append(name)
 
     def materialize(self, name: str, sql: str, keep: bool = False) -> None:
+        """Compute the relation once, now, and cut its lineage (a local checkpoint at the row storage level, on disk
+        by default). A checkpoint is read by reference: no plan has to match a cached one (a statement with a WITH
+        clause used twice never matches its persisted plan, so a persisted relation would be recomputed at every
+        use), and writing rows costs less than building Spark's columnar cache of nested slots (4M events: 11.6 s
+        against 18.1 s measured)."""
         from .duck import _timed
 
-        if keep:
-            # a kept relation outlives the batch's row-level caches: checkpointed (lineage cut), since dropping a
-            # cache Spark's relations were computed from makes Spark recompute them from the input again
-            with _timed(f"checkpoint {name}"):
-                df = self._df(sql).localCheckpoint(eager=True)
-            self._checkpoints.append(name)
-            df.createOrReplaceTempView(name)
-            return
-        df = self._df(sql).persist(self.level)
-        if os.environ.get("SCAVENGER_PROFILE") == "1":
-            with _timed(f"materialize {name}"):
-                df.count()
-        self._persisted.append(df)
+        with _timed(f"materialize {name}"):
+            df = self._df(sql).localCheckpoint(eager=True, storageLevel=self.level)
         df.createOrReplaceTempView(name)
-        self._views.append(name)
+        (self._checkpoints if keep else self._views).append(name)
 
     def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
         from .duck import _timed
@@ -195,12 +188,6 @@ class SparkEngine(Engine):
         self.release()
 
     def release(self) -> None:
-        for df in self._persisted:
-            try:
-                df.unpersist()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-        self._persisted.clear()
         for v in self._views:
             try:
                 self.spark.catalog.dropTempView(v)

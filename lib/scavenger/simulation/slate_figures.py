@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .presets import PRESETS
 from .slate_sim import Cell, fit_lines, run_cells, summarize
 
-PRESETS = ("fig1", "fig2", "fig3", "fig4")
 FIG1_GRID = (0.05, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50)
 FIG2_SIZES = (2, 10, 100, 1000)
 FIG34_K = (2, 3, 4, 5)

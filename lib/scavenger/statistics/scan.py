@@ -24,7 +24,10 @@ from .sql import logs as L
 from .sql import tables as T
 from .tables import split_factored, split_policy_groups
 
-STATS_VERSION = 4   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev)
+STATS_VERSION = 5   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
+#                     factored sums and extra positions (wide columns for the positions most rows hold)
+WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
+WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it
 LOG_TABLES = ("log_summary", "ad_position", "slate_actions", "context_cells", "pair_strata", "calibration_cells")
 DECISION_TABLES = ("policy_events", "base_targets", "slate_moments", "slate_targets", "factored", "factored_sq",
                    "target_placements")
@@ -36,7 +39,6 @@ class StatsConfig:
 
     bootstrap: int = 0                   # Poisson bootstrap replicates for the ADC table (0: none)
     seed: int = 0                        # bootstrap seed (combined with event_id)
-    n_positions: int | None = None       # K; None: the largest position of a clean row in the batch
     calibration_key: str = "context_id"  # check e: the key whose partition of the ads ad_position records
     fixed_calibration_key: str | None = None  # check e with a scope the user fixed: calibration_cells by it
     rules: RuleConfig = field(default_factory=RuleConfig)
@@ -98,29 +100,32 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     engine.view("scv_events", L.events_view(cfg, bool(prior_ids)))
     log_counts = engine.fetch(L.log_counts(cfg.max_slots), "log_counts")
     k_max = pd.to_numeric(log_counts["k_max"], errors="coerce").max() if len(log_counts) else None
-    K = int(config.n_positions or (0 if k_max is None or pd.isna(k_max) else k_max))   # no clean row: K = 0
+    K = int(0 if k_max is None or pd.isna(k_max) else k_max)   # no clean row: K = 0
+    Kw = K if K <= WIDE_MIN else wide_positions(engine.fetch(L.row_positions(), "row_positions"), K)
     if quarantine_dir:
         n = int(log_counts["quarantined"].sum()) if len(log_counts) else 0
         _write_quarantine(engine, L.quarantined(run_id), f"{quarantine_dir}/logs", days, n)
-    engine.view("scv_flat_slots", L.flat(K))
+    engine.view("scv_flat_slots", L.flat(Kw))
     wanted = plan.tables(decisions is not None or bool(derived), bool(config.fixed_calibration_key))
-    keys = "slate_actions" in wanted
-    engine.materialize("scv_flat", L.flat_columns(K, keys, T.stratum_sql(config.calibration_key)))
+    stratum = T.stratum_sql(config.calibration_key)
+    engine.materialize("scv_flat", L.flat_columns(Kw, stratum))
     tables = {"log_counts": log_counts}
     big = {}
     if K > 0:
-        tables["log_summary"] = engine.fetch(T.log_summary(K), "log_summary")
-        tables["ad_position"] = engine.fetch(T.ad_position(K, config.bootstrap, config.seed), "ad_position")
+        tables["log_summary"] = engine.fetch(T.log_summary(K, Kw), "log_summary")
+        tables["ad_position"] = engine.fetch(
+            T.ad_position(Kw, config.bootstrap, config.seed, "context_id" if stratum == "context_id" else "stratum"),
+            "ad_position")
         if "context_cells" in wanted:
             tables["context_cells"] = engine.fetch(T.context_cells(), "context_cells")
         if "pair_strata" in wanted and K > 1:
-            engine.materialize("scv_pair_cells", T.pair_cells(K))
+            engine.materialize("scv_pair_cells", T.pair_cells(Kw))
             tables["pair_strata"] = engine.fetch(T.pair_strata(), "pair_strata")
         if "calibration_cells" in wanted:
             tables["calibration_cells"] = engine.fetch(
                 T.calibration_cells(T.stratum_sql(config.fixed_calibration_key)), "calibration_cells")
         if "slate_actions" in wanted:
-            big["slate_actions"] = _keep(engine, f"scv_{batch}_slate_actions", T.slate_actions())
+            big["slate_actions"] = _keep(engine, f"scv_{batch}_slate_actions", T.slate_actions(Kw))
     big["event_ids"] = _keep(engine, f"scv_{batch}_event_ids", L.event_ids())
     policies = 0
     if decisions is not None or derived:
@@ -139,23 +144,41 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
             raise UsageError(f"the decisions hold {policies} target policies, more than the limit of "
                              f"{config.max_policies}: choose some with --policies (or raise --max-policies)")
         engine.view("scv_qkeys", D.qkeys())
-        engine.materialize("scv_joined", D.joined(cfg, K))
-        dec_counts = engine.fetch(D.decision_counts(K), "decision_counts")
+        engine.materialize("scv_joined", D.joined(cfg, K, Kw))
+        dec_counts = engine.fetch(D.decision_counts(Kw), "decision_counts")
         tables["decision_counts"] = dec_counts
         if quarantine_dir:
             n = int(dec_counts["quarantined"].sum()) if len(dec_counts) else 0
-            _write_quarantine(engine, D.quarantined(run_id, K), f"{quarantine_dir}/decisions", days, n)
+            _write_quarantine(engine, D.quarantined(run_id), f"{quarantine_dir}/decisions", days, n)
         if K > 0:
-            tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K), "policy_groups")))
-            tables.update(split_factored(engine.fetch(DT.factored(K), "factored")))
-            tables["target_placements"] = engine.fetch(DT.target_placements(K), "target_placements")
+            extras = engine.fetch(DT.policy_extras(Kw), "policy_extras") if K > Kw else None
+            tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K, Kw), "policy_groups"), extras, K))
+            tables.update(split_factored(engine.fetch(DT.factored(Kw), "factored")))
+            tables["target_placements"] = engine.fetch(DT.target_placements(Kw), "target_placements")
             if "slate_targets" in wanted:
-                big["slate_targets"] = _keep(engine, f"scv_{batch}_slate_targets", DT.slate_targets())
+                big["slate_targets"] = _keep(engine, f"scv_{batch}_slate_targets", DT.slate_targets(Kw))
     engine.release()
     note(f"scanned {len(days)} day(s): K={K}, {int(log_counts['rows'].sum()) if len(log_counts) else 0} log rows")
     return ScanResult(tables=tables, big=big, counts={"logs": log_counts,
                                                       "decisions": tables.get("decision_counts")}, K=K,
                       policies=policies)
+
+
+def wide_positions(profile: pd.DataFrame, K: int) -> int:
+    """Kw: how many positions are wide columns of the flat relation. At least min(K, WIDE_MIN); beyond that,
+    position k while more than WIDE_SHARE of the clean rows reach it (``profile``: clean rows per largest position
+    held). The other rows' slots beyond Kw travel as a list, so one very long row costs its own length, not K
+    columns on every row."""
+    if not len(profile):
+        return min(K, WIDE_MIN)
+    k_row = pd.to_numeric(profile["k_row"], errors="coerce").fillna(0).to_numpy()
+    n = pd.to_numeric(profile["n"], errors="coerce").fillna(0).to_numpy()
+    total = n.sum()
+    Kw = min(K, WIDE_MIN)
+    for k in range(Kw + 1, K + 1):
+        if n[k_row >= k].sum() > WIDE_SHARE * total:
+            Kw = k
+    return Kw
 
 
 def _keep(engine, name: str, sql: str) -> str:

@@ -152,8 +152,9 @@ def split_by_dt(tables: dict) -> dict:
 
 
 # ---- unpivots done on the driver (small aggregated rows) --------------------------------------------------------
-def split_policy_groups(g: pd.DataFrame) -> dict:
-    """policy_events, base_targets and slate_moments from the per-(dt, policy, logging, base, fold) rows."""
+def split_policy_groups(g: pd.DataFrame, extras: pd.DataFrame | None = None, K: int | None = None) -> dict:
+    """policy_events, base_targets and slate_moments from the per-(dt, policy, logging, base, fold) rows; with
+    ``extras`` (the long sums of positions beyond the wide ones) the slate moments of all K positions."""
     out = {}
     keys = ["dt", "policy_id"]
     has_base = g["base_policy"].notna()
@@ -176,33 +177,80 @@ def split_policy_groups(g: pd.DataFrame) -> dict:
     moment_cols = [c for c in moment_cols if c not in ("s_r_all", "s_r2_all")]
     sm = g[["dt", "policy_id", "logging_policy", "fold", *moment_cols]]
     out["slate_moments"] = merge("slate_moments", [sm], by_dt=True)
+    Kw = moments_k(out["slate_moments"])
+    if extras is not None and K is not None and K > Kw and len(out["slate_moments"]):
+        out["slate_moments"] = add_extra_moments(out["slate_moments"], extras, K, Kw)
     return out
 
 
-def split_factored(groups: pd.DataFrame) -> dict:
-    """Long ``factored`` (.., pos_j, s_rp, s_r2p) and ``factored_sq`` (.., pos_j, pos_j2, s_r2pp) tables from the
-    wide per-(dt, policy, ad, pos_i) sums; a row exists where some rewarded slot's ad has target probability > 0
-    at j (s_r2p > 0, s_r2pp > 0)."""
+def split_factored(long: pd.DataFrame) -> dict:
+    """The ``factored`` (.., pos_j, s_rp, s_r2p) and ``factored_sq`` (.., pos_j, pos_j2, s_r2pp) tables from the
+    long per-(dt, policy, ad, pos_i, pos_j, pos_j2) sums of ``statistics/sql/decision_tables.factored``
+    (pos_j2 = 0: the single sums); a row exists where some rewarded slot's ad has target probability > 0 at j."""
     keys = ["dt", "policy_id", "ad_id", "pos_i"]
     fac_cols, sq_cols = keys + ["pos_j", "s_rp", "s_r2p"], keys + ["pos_j", "pos_j2", "s_r2pp"]
-    K = sum(1 for c in groups.columns if c.startswith("s_rp_"))
-    if not len(groups) or K == 0:
+    if not len(long):
         return {"factored": pd.DataFrame(columns=fac_cols), "factored_sq": pd.DataFrame(columns=sq_cols)}
-    base = {c: groups[c].to_numpy() for c in keys}
-    rp = groups[[f"s_rp_{j}" for j in range(1, K + 1)]].to_numpy(float)
-    r2p = groups[[f"s_r2p_{j}" for j in range(1, K + 1)]].to_numpy(float)
-    rows, cols = np.nonzero(np.nan_to_num(r2p) > 0)
-    fac = pd.DataFrame({**{c: v[rows] for c, v in base.items()}, "pos_j": (cols + 1).astype("int32"),
-                        "s_rp": rp[rows, cols], "s_r2p": r2p[rows, cols]})
-    parts = []
-    for j in range(1, K + 1):
-        for j2 in range(1, K + 1):
-            col = f"s_r2pp_{min(j, j2)}_{max(j, j2)}"
-            v = groups[col].to_numpy(float)
-            nz = np.nonzero(np.nan_to_num(v) > 0)[0]
-            if len(nz):
-                parts.append(pd.DataFrame({**{c: x[nz] for c, x in base.items()},
-                                           "pos_j": np.full(len(nz), j, "int32"),
-                                           "pos_j2": np.full(len(nz), j2, "int32"), "s_r2pp": v[nz]}))
-    sq = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=sq_cols)
-    return {"factored": fac, "factored_sq": sq[sq_cols]}
+    long = long.astype({"pos_j": "int32", "pos_j2": "int32"})
+    single = long["pos_j2"] == 0
+    fac = long[single].rename(columns={"s_1": "s_rp", "s_2": "s_r2p"})[fac_cols]
+    sq = long[~single].rename(columns={"s_2": "s_r2pp"})[sq_cols]
+    return {"factored": fac.sort_values(fac_cols[:5], kind="stable").reset_index(drop=True),
+            "factored_sq": sq.sort_values(sq_cols[:6], kind="stable").reset_index(drop=True)}
+
+
+def add_extra_moments(sm: pd.DataFrame, extras: pd.DataFrame, K: int, Kw: int) -> pd.DataFrame:
+    """Slate moments of positions Kw+1..K from the long sums of ``decision_tables.policy_extras`` (per dt, policy,
+    logging policy, fold; j = 0: sums of D_k = Y_k - 1 over the events holding k, j >= 1: sums of D_j D_k), since
+    Y_k = 1 + D_k and Y_j Y_k = 1 + D_j + D_k + D_j D_k (D = 0 where an event does not hold the position):
+      s_Y_k = n + S_D_k, n_Y_pos_k = n - n_k + n_pos_k, max_Y_k = max(max_y_k, 1 if an event does not hold k),
+      s_YY_j_k = n + S_D_j + S_D_k + S_DD_jk (likewise with r and r^2)."""
+    keys = ["dt", "policy_id", "logging_policy", "fold"]
+    out = sm.copy().reset_index(drop=True)
+    rows = len(out)
+    n, sr, sr2 = (out[c].fillna(0).to_numpy(float) for c in ("n", "s_r", "s_r2"))
+    base = {"": n, "r": sr, "r2": sr2}
+    cols = {"": "s_v", "r": "s_rv", "r2": "s_r2v"}
+    sums: dict = {}          # (j, k, column) -> per-row array, built in one pass over the long rows
+    if len(extras):
+        at = pd.Series(np.arange(rows), index=pd.MultiIndex.from_frame(out[keys]))
+        where = at.reindex(pd.MultiIndex.from_frame(extras[keys])).to_numpy()
+        ok = ~np.isnan(where.astype(float))
+        ex = extras[ok].assign(_row=where[ok].astype(int))
+        for (j, k), g in ex.groupby(["j", "k"], sort=False):
+            idx = g["_row"].to_numpy()
+            for col in ("n", "s_v", "s_rv", "s_r2v", "n_pos"):
+                arr = np.zeros(rows)
+                np.add.at(arr, idx, g[col].fillna(0).to_numpy(float))
+                sums[(int(j), int(k), col)] = arr
+            top = np.full(rows, -np.inf)
+            np.maximum.at(top, idx, g["max_y"].fillna(-np.inf).to_numpy(float))
+            sums[(int(j), int(k), "max_y")] = top
+    zeros = np.zeros(rows)
+
+    def get(j, k, col):
+        return sums.get((j, k, col), zeros)
+
+    wide = {(j, w): out[f"s_{w}Y_{j}"].fillna(0).to_numpy(float) - base[w] for j in range(1, Kw + 1) for w in base}
+
+    def d_sum(j, w):      # S_D_j (w = "", "r", "r2") of a wide or an extra position
+        return wide[(j, w)] if j <= Kw else get(0, j, cols[w])
+
+    new = {}
+    for k in range(Kw + 1, K + 1):
+        for w in ("", "r", "r2"):
+            new[f"s_{w}Y_{k}"] = base[w] + d_sum(k, w)
+        held, pos = get(0, k, "n"), get(0, k, "n_pos")
+        top = sums.get((0, k, "max_y"), np.full(rows, -np.inf))
+        new[f"n_Y_pos_{k}"] = n - held + pos
+        some = held > 0
+        new[f"max_Y_{k}"] = np.where(n > held, np.where(some, np.maximum(top, 1.0), 1.0),
+                                     np.where(some, top, np.nan))
+        for j in range(1, k + 1):
+            for w in ("", "r", "r2"):
+                dd = get(j, k, cols[w])
+                new[f"s_{w}YY_{j}_{k}"] = base[w] + d_sum(j, w) + d_sum(k, w) + dd
+    out = pd.concat([out, pd.DataFrame(new, index=out.index)], axis=1)
+    from ..estimators.slate_moments import flat_columns
+
+    return out[keys + flat_columns(K)]

@@ -5,31 +5,18 @@ reward (MATH.md "Slate OPE"); q_j = pi(ad at position j | x) for a logged slot's
 from __future__ import annotations
 
 
-def _product(factors, K: int) -> str:
-    terms = []
-    for f in factors:
-        if f == "1":
-            continue
-        if f == "W":
-            terms.append("(" + " * ".join(f"Y_{k}" for k in range(1, K + 1)) + ")")
-        elif f.startswith("Y"):
-            terms.append(f"Y_{f[1:]}")
-        else:
-            terms.append(f)
-    return " * ".join(terms) if terms else "1D"
-
-
-def moment_columns(K: int) -> str:
-    """The slate moments' sums, generated from their declaration (estimators/slate_moments.py ``moment_terms``), over the
-    events with every held propensity (``NOT miss``; ``n_missing_propensity`` counts the others)."""
+def moment_columns(Kw: int) -> str:
+    """The slate moments' sums of the wide positions, generated from their declaration
+    (estimators/slate_moments.py ``moment_terms``), over the events with every held propensity (``NOT miss``;
+    ``n_missing_propensity`` counts the others). W includes the extra positions (column ``W``)."""
     from ...estimators.slate_moments import moment_terms
 
     cols = []
-    for alias, agg, factors in moment_terms(K):
+    for alias, agg, factors in moment_terms(Kw):
         if alias == "n_missing_propensity":
             cols.append("CAST(sum(CASE WHEN miss THEN 1 ELSE 0 END) AS BIGINT) AS n_missing_propensity")
             continue
-        prod = _product(factors, K)
+        prod = _product(factors)
         if alias == "n":
             cols.append("CAST(sum(CASE WHEN miss THEN 0 ELSE 1 END) AS BIGINT) AS n")
         elif agg == "sum":
@@ -43,77 +30,163 @@ def moment_columns(K: int) -> str:
     return ",\n  ".join(cols)
 
 
-def policy_groups(K: int) -> str:
+def _product(factors) -> str:
+    terms = [f"Y_{f[1:]}" if f.startswith("Y") else f for f in factors if f != "1"]
+    return " * ".join(terms) if terms else "1D"
+
+
+def _weights(Kw: int) -> str:
+    """Y_k = pi_k(a_k)/mu_k(a_k) per wide position (1 where the row does not hold k), and W = prod_k Y_k over every
+    held position (the extras' Y multiply in)."""
+    from .decisions import target_prob, wide_target_prob
+
+    ys = [f"CASE WHEN a_{k} IS NULL THEN 1D ELSE try_divide({wide_target_prob(k)}, mu_{k}) END AS Y_{k}"
+          for k in range(1, Kw + 1)]
+    extra = (f"CASE WHEN xs IS NULL THEN 1D ELSE aggregate(xs, 1D, (acc, s) -> acc * "
+             f"try_divide({target_prob('s.position', 's.ad_id')}, s.propensity)) END AS xw")
+    return ", ".join(ys + [extra])
+
+
+def _reorders(Kw: int) -> str:
+    """A deterministic target that shows exactly the logged ads (in any order): it re-orders the logged slate. For a
+    one-entry-per-position decision on a row without extra slots (nearly all) with Kw <= 8: as many entries as held
+    slots and every logged ad among them (a clean row's ads are distinct), else the sorted ads compared."""
+    from .logs import logged_set
+
+    ks = range(1, Kw + 1)
+    tset_simple = "array_sort(array_compact(array(" + ", ".join(f"d_a_{k}" for k in ks) + ")))"
+    tset = (f"CASE WHEN simple THEN {tset_simple} "
+            f"ELSE array_sort(transform(filter(dslots, x -> x.probability > 0), x -> x.ad_id)) END")
+    general = f"{tset} = {logged_set(Kw)}"
+    if Kw > 8:
+        return f"CASE WHEN det THEN {general} ELSE false END"
+    entries = " + ".join(f"CASE WHEN d_a_{k} IS NOT NULL THEN 1 ELSE 0 END" for k in ks)
+    targets = ", ".join(f"d_a_{k}" for k in ks)
+    member = " AND ".join(f"(a_{k} IS NULL OR a_{k} IN ({targets}))" for k in ks)
+    return (f"CASE WHEN NOT det THEN false WHEN simple AND xs IS NULL THEN coalesce(({entries}) = n_slots AND "
+            f"{member}, false) ELSE {general} END")
+
+
+def policy_groups(K: int, Kw: int) -> str:
     """(dt, policy_id, logging_policy, base_policy, fold): n_all (events with a decision), n_det (deterministic),
-    n_reorder (deterministic re-orderings of the logged ads), s_r_all, s_r2_all, n_partial, and the slate moments.
-    Split on the driver into policy_events, base_targets and slate_moments (``statistics/tables.py``)."""
-    full = ",".join(str(k) for k in range(1, K + 1))
+    n_reorder (deterministic re-orderings of the logged ads), s_r_all, s_r2_all, n_partial, and the slate moments
+    of the wide positions (the extra positions: :func:`policy_extras`). Split on the driver into policy_events,
+    base_targets and slate_moments (``statistics/tables.py``)."""
+    wprod = " * ".join([f"Y_{k}" for k in range(1, Kw + 1)] + ["xw"])
     return f"""
 SELECT dt, policy_id, logging_policy, base_policy, fold,
   count(1) AS n_all,
   CAST(sum(CASE WHEN det THEN 1 ELSE 0 END) AS BIGINT) AS n_det,
-  CAST(sum(CASE WHEN det AND tset = lset THEN 1 ELSE 0 END) AS BIGINT) AS n_reorder,
-  CAST(sum(CASE WHEN held = '{full}' THEN 0 ELSE 1 END) AS BIGINT) AS n_partial,
+  CAST(sum(CASE WHEN reorders THEN 1 ELSE 0 END) AS BIGINT) AS n_reorder,
+  CAST(sum(CASE WHEN n_slots = {K} THEN 0 ELSE 1 END) AS BIGINT) AS n_partial,
   sum(r) AS s_r_all, sum(r * r) AS s_r2_all,
-  {moment_columns(K)}
-FROM scv_joined WHERE clean
+  {moment_columns(Kw)}
+FROM (SELECT y.*, {wprod} AS W FROM (
+  SELECT dt, policy_id, logging_policy, base_policy, fold, det, n_slots, r, miss, {_reorders(Kw)} AS reorders,
+    {_weights(Kw)}
+  FROM scv_joined WHERE clean) y) w
 GROUP BY dt, policy_id, logging_policy, base_policy, fold"""
 
 
-def slate_targets() -> str:
+def policy_extras(Kw: int) -> str:
+    """The slate moments of positions beyond Kw in long form, over the rows that hold one (clean, every held
+    propensity): with D_k = Y_k - 1 (0 where a row does not hold k), per (dt, policy_id, logging_policy, fold, j, k):
+      j = 0:       n = events holding k, s_v, s_rv, s_r2v = sums of D_k, r D_k, r^2 D_k; max_y, n_pos of Y_k
+      1 <= j <= k: s_v, s_rv, s_r2v = sums of D_j D_k, r D_j D_k, r^2 D_j D_k (j a wide or an extra position)
+    Since Y_j Y_k = 1 + D_j + D_k + D_j D_k, the driver completes the wide moments with these
+    (``statistics/tables.py`` add_extra_moments): the work grows with the slots the rows really hold."""
+    from .decisions import target_prob, wide_target_prob
+
+    ys = ", ".join(f"CASE WHEN a_{k} IS NULL THEN 1D ELSE try_divide({wide_target_prob(k)}, mu_{k}) END AS Y_{k}"
+                   for k in range(1, Kw + 1))
+    xys = (f"transform(xs, s -> named_struct('p', s.position, 'y', "
+           f"try_divide({target_prob('s.position', 's.ad_id')}, s.propensity)))")
+    wide = "".join(f", named_struct('j', {q}, 'k', x.p, 'v', (Y_{q} - 1D) * (x.y - 1D), 'y', x.y)"
+                   for q in range(1, Kw + 1))
+    own = ("named_struct('j', 0, 'k', x.p, 'v', x.y - 1D, 'y', x.y), "
+           "named_struct('j', x.p, 'k', x.p, 'v', (x.y - 1D) * (x.y - 1D), 'y', x.y)")
+    others = ("transform(filter(xys, o -> o.p < x.p), "
+              "o -> named_struct('j', o.p, 'k', x.p, 'v', (o.y - 1D) * (x.y - 1D), 'y', x.y))")
+    return f"""
+SELECT dt, policy_id, logging_policy, fold, e.j AS j, e.k AS k, count(1) AS n, sum(e.v) AS s_v,
+  sum(r * e.v) AS s_rv, sum(r * r * e.v) AS s_r2v, max(e.y) AS max_y,
+  CAST(sum(CASE WHEN e.y > 0 THEN 1 ELSE 0 END) AS BIGINT) AS n_pos
+FROM (
+  SELECT dt, policy_id, logging_policy, fold, r, explode(concat(array({own}{wide}), {others})) AS e
+  FROM (
+    SELECT a.*, explode(xys) AS x
+    FROM (SELECT dt, policy_id, logging_policy, fold, r{", " + ys if Kw else ""}, {xys} AS xys
+          FROM scv_joined WHERE clean AND NOT miss AND xs IS NOT NULL) a
+  ) b
+) c
+GROUP BY dt, policy_id, logging_policy, fold, e.j, e.k"""
+
+
+def slate_targets(Kw: int) -> str:
     """(dt, policy_id, held, slate_key) for deterministic targets, keyed by the slate the target shows on the held
     positions: n_target (events), n_match (logged slate = target's), s_r, s_r2 (sums of r, r^2 over matches)."""
-    return """
+    from .decisions import target_ad
+    from .logs import held_text, logged_key
+
+    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN concat('{k}:', coalesce({target_ad(k, k)}, '<none>')) END"
+                     for k in range(1, Kw + 1))
+    extra = (f"CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, s -> concat(CAST(s.position AS STRING), ':', "
+             f"coalesce({target_ad('s.position')}, '<none>'))), '|') END")
+    return f"""
 SELECT dt, policy_id, held, tkey AS slate_key, count(1) AS n_target,
   CAST(sum(CASE WHEN tkey = lkey THEN 1 ELSE 0 END) AS BIGINT) AS n_match,
   sum(CASE WHEN tkey = lkey THEN r ELSE 0D END) AS s_r,
   sum(CASE WHEN tkey = lkey THEN r * r ELSE 0D END) AS s_r2
-FROM scv_joined WHERE clean AND det
+FROM (SELECT dt, policy_id, r, {held_text(Kw)} AS held, {logged_key(Kw)} AS lkey,
+        concat_ws('|', {wide + ", " if wide else ""}{extra}) AS tkey
+      FROM scv_joined WHERE clean AND det) t
 GROUP BY dt, policy_id, held, tkey"""
 
 
-def _q(j: int) -> str:
-    """q_j = pi(the slot's ad at position j | x) (entries with probability > 0)."""
-    return (f"CASE WHEN simple THEN CASE WHEN d_a_{j} = s.ad_id AND d_p_{j} > 0 THEN d_p_{j} ELSE 0D END "
-            f"ELSE aggregate(filter(dslots, x -> x.position = {j} AND x.ad_id = s.ad_id AND x.probability > 0), "
-            f"0D, (acc, x) -> acc + x.probability) END")
+def factored(Kw: int) -> str:
+    """(dt, policy_id, ad_id, pos_i, pos_j, pos_j2) over logged slots (ad a at position i) with a nonzero reward,
+    in long form: for each entry of the decision showing the slot's ad (q = its probability > 0 at position j),
+    pos_j2 = 0: s_1 = sum r q_j, s_2 = sum r^2 q_j; for each pair of such entries (j, j2): s_2 = sum r^2 q_j q_j2.
+    Split on the driver into the ``factored`` and ``factored_sq`` tables (seed 001 section 4.2): the rows grow
+    with the entries that show the ad, not with K."""
+    from .logs import held_slots
 
-
-def factored(K: int) -> str:
-    """(dt, policy_id, ad_id, pos_i) over logged slots with a nonzero reward: s_rp_j = sum r q_j, s_r2p_j =
-    sum r^2 q_j, s_r2pp_j_j2 = sum r^2 q_j q_j2 (j <= j2); unpivoted on the driver into the ``factored`` and
-    ``factored_sq`` tables (seed 001 section 4.2)."""
-    from .logs import slot_structs
-
-    ks = range(1, K + 1)
-    qs = ", ".join(f"{_q(j)} AS q_{j}" for j in ks)
-    d_cols = ", ".join(f"d_a_{k}, d_p_{k}" for k in ks)
-    slots = slot_structs(K)
-    sums = [f"sum(rew * q_{j}) AS s_rp_{j}" for j in ks] + [f"sum(rew * rew * q_{j}) AS s_r2p_{j}" for j in ks]
-    sums += [f"sum(rew * rew * q_{j} * q_{j2}) AS s_r2pp_{j}_{j2}" for j in ks for j2 in ks if j2 >= j]
+    ks = range(1, Kw + 1)
+    cand = ", ".join(f"named_struct('j', {k}, 'q', CASE WHEN d_a_{k} = s.ad_id THEN d_p_{k} END)" for k in ks)
+    simple = f"filter(array({cand}), e -> e.q > 0)" if Kw else "CAST(NULL AS ARRAY<STRUCT<j: INT, q: DOUBLE>>)"
+    listed = ("transform(filter(dslots, x -> x.ad_id = s.ad_id AND x.probability > 0), "
+              "x -> named_struct('j', x.position, 'q', x.probability))")
+    singles = "transform(qs, u -> named_struct('j', u.j, 'j2', 0, 'v', u.q))"
+    pairs = "flatten(transform(qs, u -> transform(qs, o -> named_struct('j', u.j, 'j2', o.j, 'v', u.q * o.q))))"
+    clicked = " OR ".join([f"coalesce(w_{k}, 0D) <> 0D" for k in ks] + ["xs IS NOT NULL"])
     return f"""
-SELECT dt, policy_id, ad_id, pos_i, {", ".join(sums)}
+SELECT dt, policy_id, ad_id, pos_i, e.j AS pos_j, e.j2 AS pos_j2, sum(rew * e.v) AS s_1, sum(rew * rew * e.v) AS s_2
 FROM (
-  SELECT dt, policy_id, s.ad_id AS ad_id, s.position AS pos_i, coalesce(s.reward, 0D) AS rew, {qs}
-  FROM (SELECT dt, policy_id, simple, dslots, {d_cols}, explode({slots}) AS s
-        FROM scv_joined WHERE clean AND clicked) x
-  WHERE s.h AND s.reward <> 0D
-) q
-GROUP BY dt, policy_id, ad_id, pos_i"""
+  SELECT dt, policy_id, ad_id, pos_i, rew, explode(concat({singles}, {pairs})) AS e
+  FROM (
+    SELECT dt, policy_id, s.ad_id AS ad_id, s.position AS pos_i, s.reward AS rew,
+      CASE WHEN simple THEN {simple} ELSE {listed} END AS qs
+    FROM (SELECT dt, policy_id, simple, dslots{"".join(f", d_a_{k}, d_p_{k}" for k in ks)},
+            explode({held_slots(Kw)}) AS s
+          FROM scv_joined WHERE clean AND ({clicked})) x
+    WHERE s.ad_id IS NOT NULL AND s.reward <> 0D
+  ) q
+) p
+GROUP BY dt, policy_id, ad_id, pos_i, e.j, e.j2"""
 
 
-def target_placements(K: int) -> str:
+def target_placements(Kw: int) -> str:
     """(dt, policy_id, logging_policy, ad_id, pos_j): s_p = sum over events of pi(ad at j | x), the target's
     expected placements (with T_a: its mass on ads never logged; checks b and c: its mass per logging policy).
     Events with the same decision are counted first, so a target that repeats its slates explodes each once."""
     from .decisions import decision_slots
 
-    d_cols = ", ".join(f"d_a_{k}, d_p_{k}" for k in range(1, K + 1))
-    keys = f"dt, policy_id, logging_policy, simple, dslots{', ' + d_cols if d_cols else ''}"
+    d_cols = ", ".join(f"d_a_{k}, d_p_{k}" for k in range(1, Kw + 1))
+    keys = f"dt, policy_id, logging_policy, dslots{', ' + d_cols if d_cols else ''}"
     return f"""
 SELECT dt, policy_id, logging_policy, x.ad_id AS ad_id, x.position AS pos_j, sum(x.probability * n) AS s_p
 FROM (
-  SELECT dt, policy_id, logging_policy, n, explode({decision_slots(K)}) AS x
+  SELECT dt, policy_id, logging_policy, n, explode({decision_slots(Kw)}) AS x
   FROM (SELECT {keys}, count(1) AS n FROM scv_joined WHERE clean GROUP BY {keys}) d
 ) e
 WHERE x.probability > 0

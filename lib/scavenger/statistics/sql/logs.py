@@ -6,7 +6,8 @@ whether it holds position k): it contributes through the slots it holds.
 """
 from __future__ import annotations
 
-from ...checks.rules import LOG_REASONS, RuleConfig, any_flag_sql, codes_sql, flag, flag_columns, log_rules
+from ...checks.rules import (LOG_REASONS, RuleConfig, slot_any, any_flag_sql, codes_sql, flag, flag_columns,
+                             element_columns, log_rules, slot_extreme)
 
 CONTRACT_COLUMNS = "event_id, event_time, context_id, context, logging_policy, slots, slate_reward, dt"
 
@@ -19,7 +20,8 @@ def events(cfg: RuleConfig) -> str:
 SELECT {CONTRACT_COLUMNS}, _rid, n_slots, substr(h, 1, 16) AS id_hash,
   CASE WHEN instr('13579bdf', substr(h, 16, 1)) > 0 THEN 1 ELSE 0 END AS fold,
   {flag_columns(log_rules(cfg))}
-FROM (SELECT scv_logs.*, md5(coalesce(event_id, '')) AS h, coalesce(size(slots), 0) AS n_slots FROM scv_logs) l"""
+FROM (SELECT scv_logs.*, md5(coalesce(event_id, '')) AS h, coalesce(size(slots), 0) AS n_slots, {element_columns()}
+      FROM scv_logs) l"""
 
 
 def duplicates() -> str:
@@ -64,16 +66,16 @@ SELECT dt,
   count(1) AS rows,
   CAST(sum(CASE WHEN clean THEN 0 ELSE 1 END) AS BIGINT) AS quarantined,
   {reasons},
-  CAST(sum(CASE WHEN size(filter(slots, s -> s.propensity IS NULL)) > 0 THEN 1 ELSE 0 END) AS BIGINT)
+  CAST(sum(CASE WHEN {slot_any("slots", "s.propensity IS NULL")} THEN 1 ELSE 0 END) AS BIGINT)
     AS null_propensity_events,
-  min(array_min(transform(slots, s -> s.propensity))) AS min_propensity,
-  max(array_max(transform(slots, s -> s.propensity))) AS max_propensity,
-  min(array_min(transform(filter(slots, s -> NOT isnan(s.reward)), s -> s.reward))) AS min_reward,
-  max(array_max(transform(filter(slots, s -> NOT isnan(s.reward)), s -> s.reward))) AS max_reward,
+  min({slot_extreme("min", "slots", "s.propensity")}) AS min_propensity,
+  max({slot_extreme("max", "slots", "s.propensity")}) AS max_propensity,
+  min({slot_extreme("min", "slots", "CASE WHEN isnan(s.reward) THEN NULL ELSE s.reward END")}) AS min_reward,
+  max({slot_extreme("max", "slots", "CASE WHEN isnan(s.reward) THEN NULL ELSE s.reward END")}) AS max_reward,
   CAST(min(n_slots) AS BIGINT) AS min_slots, CAST(max(n_slots) AS BIGINT) AS max_slots,
-  max(CASE WHEN clean THEN array_max(transform(slots, s -> s.position)) END) AS k_max,
+  max(CASE WHEN clean THEN {slot_extreme("max", "slots", "s.position")} END) AS k_max,
   count(DISTINCT CASE WHEN clean THEN logging_policy END) AS logging_policies
-FROM scv_events
+FROM (SELECT scv_events.*, {element_columns()} FROM scv_events) e
 GROUP BY dt"""
 
 
@@ -92,45 +94,89 @@ def event_ids() -> str:
     return f"SELECT dt, id_hash FROM scv_events WHERE event_id IS NOT NULL AND NOT {flag('DUPLICATE_EVENT_ID')}"
 
 
-def _in_order(K: int) -> str:
-    """The row holds exactly positions 1..K, in that order (most writers' shape): slot k is element k."""
-    return " AND ".join([f"n_slots = {K}"] + [f"try_element_at(slots, {k}).position = {k}" for k in range(1, K + 1)])
+def _in_order(Kw: int) -> str:
+    """The row holds positions 1..n_slots in that order with n_slots <= Kw (most writers' shape): slot k is element
+    k, and the row has no slot beyond the wide columns."""
+    return " AND ".join([f"n_slots <= {Kw}"] + [f"(n_slots < {k} OR try_element_at(slots, {k}).position = {k})"
+                                                for k in range(1, Kw + 1)])
 
 
-def slot_structs(K: int, reward: bool = True) -> str:
-    """The held slots of a flat row as an array of structs (position, ad_id, propensity[, reward], h) for an
-    explode: built from the slot columns, so no list travels with the rows."""
-    parts = []
-    for k in range(1, K + 1):
-        fields = [f"'position', {k}", f"'ad_id', a_{k}", f"'propensity', mu_{k}"]
-        if reward:
-            fields.append(f"'reward', coalesce(w_{k}, 0D)")
-        fields.append(f"'h', h_{k}")
-        parts.append("named_struct(" + ", ".join(fields) + ")")
-    return "array(" + ", ".join(parts) + ")"
+SLOT_FIELDS = ("position", "ad_id", "propensity", "reward")
 
 
-def _slot(k: int) -> str:
-    """The slot at position k: element k when the row is in order, else the element with position k (positions are
-    distinct in a clean row)."""
-    return (f"CASE WHEN in_order THEN try_element_at(slots, {k}) "
-            f"ELSE try_element_at(filter(slots, s -> s.position = {k}), 1) END")
+def wide_slot(k: int, reward: bool = True) -> str:
+    """The held slot at wide position k as a struct (position, ad_id, propensity[, reward]); null ad: not held."""
+    fields = [f"'position', {k}", f"'ad_id', a_{k}", f"'propensity', mu_{k}"]
+    if reward:
+        fields.append(f"'reward', coalesce(w_{k}, 0D)")
+    return "named_struct(" + ", ".join(fields) + ")"
 
 
-def flat(K: int) -> str:
-    """scv_flat_slots, then scv_flat: clean events with slot k as columns (``a_k`` ad, ``mu_k`` propensity,
-    ``w_k`` reward, ``h_k`` held) and the per-event values every table reads:
-      r      slate reward (slate_reward, else the sum of the held slots' rewards, a null reward counting 0)
-      miss   a held slot lacks its propensity (the event cannot enter importance weights)
-      lkey   the logged (partial) slate as text 'k:ad|...': the scavenging action
-      held   the positions the row holds, e.g. '1,2,3' (a row holding all K positions: the full slate)
-      lset   the logged ads, sorted (a target showing the same set re-orders the slate)
-      k_held the largest position the row holds"""
-    slots = ",\n  ".join(f"{_slot(k)} AS s_{k}" for k in range(1, K + 1))
+def extra_slot(var: str = "s", reward: bool = True) -> str:
+    """An extra slot (position > Kw, from the list ``xs``) as the struct of :func:`wide_slot`."""
+    fields = [f"'position', {var}.position", f"'ad_id', {var}.ad_id", f"'propensity', {var}.propensity"]
+    if reward:
+        fields.append(f"'reward', coalesce({var}.reward, 0D)")
+    return "named_struct(" + ", ".join(fields) + ")"
+
+
+def held_slots(Kw: int, reward: bool = True) -> str:
+    """Every slot a flat row holds (wide columns, then the extras), as structs for an explode; an element whose
+    ad_id is null is a wide position the row does not hold (filter on ``s.ad_id IS NOT NULL``)."""
+    wide = "array(" + ", ".join(wide_slot(k, reward) for k in range(1, Kw + 1)) + ")"
+    return (f"CASE WHEN xs IS NULL THEN {wide} "
+            f"ELSE concat({wide}, transform(xs, s -> {extra_slot('s', reward)})) END")
+
+
+def held_text(Kw: int) -> str:
+    """The positions a flat row holds as text, e.g. '1,2,3' (the stratum of the direct approach's actions)."""
+    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN '{k}' END" for k in range(1, Kw + 1))
+    extra = "CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, s -> CAST(s.position AS STRING)), ',') END"
+    return f"concat_ws(',', {wide}, {extra})"
+
+
+def logged_key(Kw: int) -> str:
+    """The logged (partial) slate as text 'k:ad|...' in position order: the scavenging action."""
+    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN concat('{k}:', a_{k}) END" for k in range(1, Kw + 1))
+    extra = ("CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, s -> concat(CAST(s.position AS STRING), ':', "
+             "s.ad_id)), '|') END")
+    return f"concat_ws('|', {wide}, {extra})"
+
+
+def logged_set(Kw: int) -> str:
+    """The logged ads, sorted (a target showing the same set re-orders the slate)."""
+    wide = "array_compact(array(" + ", ".join(f"a_{k}" for k in range(1, Kw + 1)) + "))"
+    return (f"CASE WHEN xs IS NULL THEN array_sort({wide}) "
+            f"ELSE array_sort(concat({wide}, transform(xs, s -> s.ad_id))) END")
+
+
+def largest_held(Kw: int) -> str:
+    """The largest position a flat row holds."""
+    wide = [f"CASE WHEN a_{k} IS NOT NULL THEN {k} END" for k in range(1, Kw + 1)]
+    return f"coalesce(array_max(transform(xs, s -> s.position)), {_greatest(wide)})"
+
+
+def row_positions() -> str:
+    """scv_positions: clean rows per largest position held (Kw, the wide part of the flat relation, follows it)."""
+    return """
+SELECT k_row, count(1) AS n
+FROM (SELECT array_max(transform(slots, s -> s.position)) AS k_row FROM scv_events WHERE clean) r
+GROUP BY k_row"""
+
+
+def flat(Kw: int) -> str:
+    """scv_flat_slots: clean events with the slots at positions 1..Kw as structs s_k, and ``xs``, the slots beyond
+    Kw in position order (null for a row that holds none: nearly every row, see :func:`wide_positions`)."""
+    slots = ",\n  ".join(f"CASE WHEN in_order THEN try_element_at(slots, {k}) "
+                         f"ELSE try_element_at(filter(slots, s -> s.position = {k}), 1) END AS s_{k}"
+                         for k in range(1, Kw + 1))
+    xs = (f"CASE WHEN in_order THEN NULL WHEN array_max(transform(slots, s -> s.position)) > {Kw} "
+          f"THEN array_sort(filter(slots, s -> s.position > {Kw})) END AS xs")
     return f"""
 SELECT dt, event_id, logging_policy, context_id, context, fold, n_slots, slate_reward,
-  {slots}
-FROM (SELECT scv_events.*, {_in_order(K) if K else "false"} AS in_order FROM scv_events WHERE clean) e"""
+  {slots + "," if Kw else ""}
+  {xs}
+FROM (SELECT scv_events.*, {_in_order(Kw) if Kw else "n_slots = 0"} AS in_order FROM scv_events WHERE clean) e"""
 
 
 def _greatest(terms: list) -> str:
@@ -138,33 +184,26 @@ def _greatest(terms: list) -> str:
     return f"greatest({', '.join(terms)})" if len(terms) > 1 else (terms[0] if terms else "CAST(NULL AS INT)")
 
 
-def flat_columns(K: int, keys: bool = True, stratum: str = "context_id") -> str:
-    """scv_flat over scv_flat_slots (see :func:`flat`): scalar columns only (every slot of a clean row is one of
-    the K slot columns), so the relation the tables read is narrow. ``keys``: the slate key lkey (the direct
-    approach's tables need it; building it is the costliest string work of the pass); ``stratum``: the column of
-    check e's calibration scope key."""
-    ks = range(1, K + 1)
+def flat_columns(Kw: int, stratum: str = "context_id") -> str:
+    """scv_flat over scv_flat_slots (see :func:`flat`): narrow scalar columns for the wide positions (``a_k`` ad,
+    ``mu_k`` propensity, ``w_k`` reward; a null ``a_k`` means the row does not hold position k: a clean row has no
+    null ad), ``xs`` for the rest, and the per-event values every table reads:
+      r        slate reward (slate_reward, else the sum of the held slots' rewards, a null reward counting 0)
+      miss     a held slot lacks its propensity (the event cannot enter importance weights)
+      stratum  check e's calibration scope key (only when it is not context_id)"""
+    ks = range(1, Kw + 1)
     cols = []
     for k in ks:
-        cols += [f"s_{k}.ad_id AS a_{k}", f"s_{k}.propensity AS mu_{k}", f"s_{k}.reward AS w_{k}",
-                 f"s_{k} IS NOT NULL AS h_{k}"]
-    wsum = " + ".join(f"coalesce(s_{k}.reward, 0D)" for k in ks) or "0D"
-    miss = " OR ".join(f"(s_{k} IS NOT NULL AND s_{k}.propensity IS NULL)" for k in ks) or "false"
-    nnull = " + ".join(f"CASE WHEN s_{k} IS NOT NULL AND s_{k}.reward IS NULL THEN 1 ELSE 0 END" for k in ks) or "0"
-    click = " OR ".join(f"coalesce(s_{k}.reward, 0D) <> 0D" for k in ks) or "false"
-    lkey = ", ".join(f"CASE WHEN s_{k} IS NOT NULL THEN concat('{k}:', s_{k}.ad_id) END" for k in ks)
-    held = ", ".join(f"CASE WHEN s_{k} IS NOT NULL THEN '{k}' END" for k in ks)
-    ads = ", ".join(f"s_{k}.ad_id" for k in ks)
+        cols += [f"s_{k}.ad_id AS a_{k}", f"s_{k}.propensity AS mu_{k}", f"s_{k}.reward AS w_{k}"]
+    wsum = " + ".join([f"coalesce(s_{k}.reward, 0D)" for k in ks]
+                      + ["coalesce(aggregate(xs, 0D, (acc, s) -> acc + coalesce(s.reward, 0D)), 0D)"])
+    miss = " OR ".join([f"(s_{k} IS NOT NULL AND s_{k}.propensity IS NULL)" for k in ks]
+                       + ["coalesce(size(filter(xs, s -> s.propensity IS NULL)) > 0, false)"])
+    extra = "" if stratum == "context_id" else f"coalesce(CAST({stratum} AS STRING), '<null>') AS stratum,\n  "
     return f"""
 SELECT dt, event_id, logging_policy, context_id, fold, n_slots,
-  coalesce(CAST({stratum} AS STRING), '<null>') AS stratum,
-  {", ".join(cols)},
+  {extra}{", ".join(cols) + "," if cols else ""}
+  xs,
   coalesce(slate_reward, {wsum}) AS r,
-  {miss} AS miss,
-  {nnull} AS n_null_reward,
-  {click} AS clicked,
-  {f"concat_ws('|', {lkey})" if keys and K else "CAST(NULL AS STRING)"} AS lkey,
-  {f"concat_ws(',', {held})" if K else "''"} AS held,
-  {f"array_sort(array_compact(array({ads})))" if K else "CAST(array() AS ARRAY<STRING>)"} AS lset,
-  {_greatest([f'CASE WHEN s_{k} IS NOT NULL THEN {k} END' for k in ks])} AS k_held
+  {miss} AS miss
 FROM scv_flat_slots"""

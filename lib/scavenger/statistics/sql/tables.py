@@ -29,94 +29,115 @@ def _poisson(seed: int, b: int) -> str:
     return "(" + " + ".join(f"CASE WHEN bu_{b} > {c!r} THEN 1 ELSE 0 END" for c in _poisson1_cdf()) + ")", u
 
 
-def log_summary(K: int) -> str:
+def log_summary(K: int, Kw: int) -> str:
     """(dt, logging_policy): n_events, n_slots, s_r, s_r2 (sums of r, r^2), n_missing_propensity, n_null_reward,
-    n_partial (rows not holding every position 1..K), k_max, r_max, r_min. T_a of the base-policy scavenging
-    action (seed 001 section 3.3) is n_events of logging policy a."""
-    full = ",".join(str(k) for k in range(1, K + 1))
+    n_partial (rows not holding every position 1..K: a clean row holds distinct positions <= K, so those with fewer
+    than K slots), k_max, r_max, r_min. T_a of the base-policy scavenging action (seed 001 section 3.3) is n_events
+    of logging policy a."""
+    from .logs import largest_held
+
+    nnull = " + ".join([f"CASE WHEN a_{k} IS NOT NULL AND w_{k} IS NULL THEN 1 ELSE 0 END" for k in range(1, Kw + 1)]
+                       + ["coalesce(size(filter(xs, s -> s.reward IS NULL)), 0)"])
     return f"""
 SELECT dt, logging_policy, count(1) AS n_events, CAST(sum(n_slots) AS BIGINT) AS n_slots,
   sum(r) AS s_r, sum(r * r) AS s_r2,
   CAST(sum(CASE WHEN miss THEN 1 ELSE 0 END) AS BIGINT) AS n_missing_propensity,
-  CAST(sum(n_null_reward) AS BIGINT) AS n_null_reward,
-  CAST(sum(CASE WHEN held = '{full}' THEN 0 ELSE 1 END) AS BIGINT) AS n_partial,
-  max(k_held) AS k_max, max(r) AS r_max, min(r) AS r_min
+  CAST(sum({nnull}) AS BIGINT) AS n_null_reward,
+  CAST(sum(CASE WHEN n_slots = {K} THEN 0 ELSE 1 END) AS BIGINT) AS n_partial,
+  max({largest_held(Kw)}) AS k_max, max(r) AS r_max, min(r) AS r_min
 FROM scv_flat GROUP BY dt, logging_policy"""
 
 
-def ad_position(K: int, bootstrap: int = 0, seed: int = 0) -> str:
+def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "context_id") -> str:
     """(dt, logging_policy, fold, ad_id, position): m = impressions M(a,i), c = clicks C(a,i) (sum of slot
     rewards), c2 = sum of squared slot rewards (seed 001 section 4.3), ev = sum over the impressions of 1 / (slots
     the event holds) (events, counted once over all the ads they show); for check e the logged propensities
     (n_p non-null, sum_p, min_p, max_p) and the smallest/largest value of the calibration scope key (whether it
-    partitions the ads); with ``bootstrap`` B > 0, m_boot[b], c_boot[b] under Poisson(1) weights per event."""
-    from .logs import slot_structs
+    partitions the ads; ``stratum``: its flat column); with ``bootstrap`` B > 0, m_boot[b], c_boot[b] under
+    Poisson(1) weights per event."""
+    from .logs import held_slots
 
-    boot_cols, boot_aggs = "", ""
+    boot_aggs = ""
     src = "scv_flat"
     if bootstrap > 0:
         draws = [_poisson(seed, b) for b in range(bootstrap)]
         # bu_b, bw_b: the replicate's uniform and Poisson weight (names apart from the flat slot columns w_k)
-        boot_cols = ", " + ", ".join(f"{u} AS bu_{b}" for b, (_, u) in enumerate(draws))
+        boot_cols = ", ".join(f"{u} AS bu_{b}" for b, (_, u) in enumerate(draws))
         weights = ", ".join(f"{w} AS bw_{b}" for b, (w, _) in enumerate(draws))
         boot_aggs = (", array(" + ", ".join(f"CAST(sum(bw_{b}) AS BIGINT)" for b in range(bootstrap))
-                     + ") AS m_boot, array(" + ", ".join(f"sum(bw_{b} * reward)" for b in range(bootstrap))
+                     + ") AS m_boot, array(" + ", ".join(f"sum(bw_{b} * s.reward)" for b in range(bootstrap))
                      + ") AS c_boot")
-        src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*{boot_cols} FROM scv_flat) e)"
-    held = " + ".join(f"CASE WHEN h_{k} THEN 1 ELSE 0 END" for k in range(1, K + 1)) or "1"
+        src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*, {boot_cols} FROM scv_flat) e)"
+    strat = "coalesce(context_id, '<null>')" if stratum == "context_id" else stratum
     # ew = 1 / (slots the event holds): summed over an ad's impressions (ev) and then over the ads of a set, it
     # counts the events that showed them (factored.stratum_weights: the events of an eligibility stratum)
-    keep = (f"dt, logging_policy, fold, stratum, 1D / greatest({held}, 1) AS ew"
+    keep = (f"dt, logging_policy, fold, {strat} AS stratum, 1D / greatest(n_slots, 1) AS ew"
             + "".join(f", bw_{b}" for b in range(bootstrap)))
     return f"""
 SELECT dt, logging_policy, fold, s.ad_id AS ad_id, s.position AS position,
   count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2, sum(ew) AS ev,
   count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, max(s.propensity) AS max_p,
-  min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_aggs.replace("* reward", "* s.reward")}
-FROM (SELECT {keep}, explode({slot_structs(K)}) AS s FROM {src} f) slots
-WHERE s.h
+  min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_aggs}
+FROM (SELECT {keep}, explode({held_slots(Kw)}) AS s FROM {src} f) slots
+WHERE s.ad_id IS NOT NULL
 GROUP BY dt, logging_policy, fold, s.ad_id, s.position"""
 
 
-def slate_actions() -> str:
+def slate_actions(Kw: int) -> str:
     """(dt, held, slate_key): t = T_s, the events whose logged (partial) slate is s (seed 001 section 4.1, the
     direct approach); ``held`` is the set of positions, the stratum the action lives in."""
-    return "SELECT dt, held, lkey AS slate_key, count(1) AS t FROM scv_flat GROUP BY dt, held, lkey"
+    from .logs import held_text, logged_key
+
+    return f"""
+SELECT dt, held, slate_key, count(1) AS t
+FROM (SELECT dt, {held_text(Kw)} AS held, {logged_key(Kw)} AS slate_key FROM scv_flat) f
+GROUP BY dt, held, slate_key"""
 
 
 def context_cells() -> str:
     """(dt, logging_policy, position, feature, value, ad_id): n = impressions of the ad at the position under
     that value of a context feature (every key of the context map, and context_id): check a's tables. Reads the
-    clean events with their context map (scv_events), which the narrow flat relation does not carry."""
-    return """
+    clean events with their context map (scv_events), which the narrow flat relation does not carry: one explode of
+    the features (the map's entries and context_id), then one of the slots."""
+    cid = "named_struct('key', 'context_id', 'value', coalesce(context_id, '<null>'))"
+    features = (f"CASE WHEN context IS NULL THEN array({cid}) "
+                f"ELSE concat(map_entries(context), array({cid})) END")
+    return f"""
 SELECT dt, logging_policy, s.position AS position, feature, value, s.ad_id AS ad_id, count(1) AS n
 FROM (
-  SELECT dt, logging_policy, feature, value, explode(slots) AS s
-  FROM (
-    SELECT dt, logging_policy, slots, f.key AS feature, coalesce(f.value, '<null>') AS value
-    FROM (SELECT dt, logging_policy, slots, explode(map_entries(context)) AS f FROM scv_events WHERE clean) m
-    UNION ALL
-    SELECT dt, logging_policy, slots, 'context_id' AS feature, coalesce(context_id, '<null>') AS value
-    FROM scv_events WHERE clean
-  ) features
+  SELECT dt, logging_policy, f.key AS feature, coalesce(f.value, '<null>') AS value, explode(slots) AS s
+  FROM (SELECT dt, logging_policy, slots, explode({features}) AS f FROM scv_events WHERE clean) m
 ) cells
 GROUP BY dt, logging_policy, s.position, feature, value, s.ad_id"""
 
 
-def pair_cells(K: int) -> str:
+def pair_cells(Kw: int) -> str:
     """scv_pair_cells: (dt, logging_policy, stratum, j, k, a, b) -> n, events with ad a at position j and ad b at
-    position k (j < k, both held), stratum = context_id. From the flat slot columns: one explode of the K(K-1)/2
-    pairs, no per-row lambda."""
-    pairs = ", ".join(f"named_struct('j', {j}, 'k', {k}, 'a', a_{j}, 'b', a_{k}, 'h', h_{j} AND h_{k})"
-                      for j in range(1, K + 1) for k in range(j + 1, K + 1))
+    position k (j < k, both held), stratum = context_id. The pairs of wide positions from the flat columns (one
+    explode of the Kw(Kw-1)/2 pairs, no per-row lambda); the pairs with an extra slot from the few rows that have
+    one (each such row gives as many pairs as it holds)."""
+    ks = range(1, Kw + 1)
+    wide = ", ".join(f"named_struct('j', {j}, 'k', {k}, 'a', a_{j}, 'b', a_{k})" for j in ks for k in ks if k > j)
+    with_wide = ", ".join(f"named_struct('j', {j}, 'k', x.position, 'a', a_{j}, 'b', x.ad_id)" for j in ks)
+    with_extra = ("transform(filter(xs, y -> y.position < x.position), "
+                  "y -> named_struct('j', y.position, 'k', x.position, 'a', y.ad_id, 'b', x.ad_id))")
+    extra_pairs = f"concat(array({with_wide}), {with_extra})" if Kw else with_extra
+    parts = []
+    cs = "coalesce(context_id, '<null>') AS cs"
+    if Kw > 1:
+        parts.append(f"SELECT dt, logging_policy, {cs}, explode(array({wide})) AS p FROM scv_flat")
+    parts.append(f"SELECT dt, logging_policy, {cs}, explode({extra_pairs}) AS p "
+                 f"FROM (SELECT scv_flat.*, explode(xs) AS x FROM scv_flat WHERE xs IS NOT NULL) e")
+    union = "\n  UNION ALL\n  ".join(parts)
+    # no WITH clause: Spark matches a persisted relation to its later uses by plan, and a CTE used twice gets new
+    # ids on each analysis, so the cached rows would never be found (every use would recompute the explode)
     return f"""
-SELECT dt, logging_policy, stratum, p.j AS j, p.k AS k, p.a AS a, p.b AS b, count(1) AS n
+SELECT dt, logging_policy, cs AS stratum, p.j AS j, p.k AS k, p.a AS a, p.b AS b, count(1) AS n
 FROM (
-  SELECT dt, logging_policy, coalesce(context_id, '<null>') AS stratum, explode(array({pairs})) AS p
-  FROM scv_flat
+  {union}
 ) pairs
-WHERE p.h
-GROUP BY dt, logging_policy, stratum, p.j, p.k, p.a, p.b"""
+WHERE p.a IS NOT NULL AND p.b IS NOT NULL
+GROUP BY dt, logging_policy, cs, p.j, p.k, p.a, p.b"""
 
 
 def pair_strata() -> str:
