@@ -34,12 +34,14 @@ install-test: $(TEST_STAMP)
 demo: $(BASE_STAMP)
 	$(BIN)/scavenger demo --out demo-out
 
+# two workers (pytest-xdist), each running whole modules: module fixtures (a cluster, Airflow, a server) stay in one
+# process, and the second core works while the first waits on a JVM or a subprocess
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # the inner loop: no JVM, no other process, no long statistics (tests/README.md)
 test-fast: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -m "not e2e and not spark and not slow"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not e2e and not spark and not slow"
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache

@@ -150,16 +150,16 @@ def test_ids_in_plots_are_never_markup(tmp_path):
 
 # ---- 3. bounded cost for any row ---------------------------------------------------------------------------------
 def test_one_long_valid_row_costs_its_own_length(tmp_path, monkeypatch):
-    """One valid 64-slot row among 1,200 three-slot events: K is 64, but only positions 1..4 (WIDE_MIN) are wide columns (the
+    """One valid 32-slot row among 600 three-slot events: K is 32, but only positions 1..4 (WIDE_MIN) are wide columns (the
     long row's other slots travel as a list, its moments, pairs and factored sums in long form), and every estimate
-    equals the one computed with all 64 positions as wide columns."""
+    equals the one computed with all 32 positions as wide columns."""
     from scavenger.engines import open_engine
     from scavenger.pipelines.common import GateConfig, describe_inputs
     from scavenger.pipelines.evaluate import EvaluateOptions, evaluate
     from scavenger.statistics import scan
 
     root = tmp_path / "wide"
-    build(root, per_day=600)
+    build(root, per_day=300)
     first = True
 
     def widen(t):
@@ -167,7 +167,7 @@ def test_one_long_valid_row_costs_its_own_length(tmp_path, monkeypatch):
         rows = t.to_pylist()
         if first:
             rows[0] = dict(rows[0], slots=[{"position": i, "ad_id": f"z{i}", "propensity": 0.25, "reward": 0.0}
-                                           for i in range(1, 65)])
+                                           for i in range(1, 33)])
             first = False
         return pa.Table.from_pylist(rows, schema=t.schema)
 
@@ -184,8 +184,8 @@ def test_one_long_valid_row_costs_its_own_length(tmp_path, monkeypatch):
         finally:
             engine.close()
         got[share] = ev.estimates.set_index(["policy_id", "estimator"]).sort_index()
-        assert ev.stats.K == 64
-    assert seen == [(64, 4), (64, 64)]            # WIDE_MIN positions are always wide
+        assert ev.stats.K == 32
+    assert seen == [(32, 4), (32, 32)]            # WIDE_MIN positions are always wide
     a, b = got[scan.WIDE_SHARE], got[0.0]
     assert list(a.index) == list(b.index) and a["identified"].any()
     for col in ("value", "std_error", "ci_low", "ci_high"):

@@ -31,7 +31,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 METHODS = ("naive", "uniform", "heuristic", "variance_optimal")
 SMOOTHING = 10.0   # the jobs' default pseudo-impressions of s2 (cross-fitted weights on ~50 impressions a cell)
@@ -193,6 +192,8 @@ def adc_table(ad_position: pd.DataFrame, methods=METHODS, level: float = 0.95, d
     ads, positions, M, C, C2 = matrices(ad_position)
     K = len(positions)
     folds = fold_matrices(ad_position, ads, K)
+    from scipy.stats import norm
+
     z = float(norm.ppf(0.5 + level / 2))
     boot = bootstrap_matrices(ad_position, ads, K) if bootstrap else None
     fboot = bootstrap_matrices(ad_position, ads, K, by_fold=True) if boot is not None and folds is not None else None

@@ -101,6 +101,9 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     key = {"policies": sorted(inputs.policies) if inputs.policies else None, "extra": decisions_key}
     if gate.mode != "off":
         config = calibration_stats_config(config, gate.assumptions)
+    from ..warm import prefetch
+
+    prefetch()      # the estimators' imports overlap the scan (see warm.py)
     stats = window_statistics(engine, inputs.logs, inputs.decisions, dates, plan, config,
                               Store(store) if store else None, quarantine_dir, run_id, key, batch_days, derived)
     counts = J.row_counts(stats)

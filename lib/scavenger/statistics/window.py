@@ -88,11 +88,12 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
     for d in dates:
         m = store.usable(d, logs_fp[d], dec_fp[d], wanted) if store else None
         if m is not None:
-            per_day[d] = store.load(d, m)
             manifests[d] = m
             loaded.append(d)
         else:
             missing.append(d)
+    if loaded:
+        per_day.update(store.load_days({d: manifests[d] for d in loaded}))
     stored = set(store.stored_days()) if store else set()
     big_parts: dict = {name: [] for name in BIG_COLUMNS}
     K = max([int(m.get("K", 0)) for m in manifests.values()] or [0])

@@ -146,29 +146,28 @@ def pair_strata() -> str:
     o_diag = events with the same ad in both; e_diag = sum_a R(a) C(a) / n, the repeats expected if the slots
     were chosen independently (seed 002's factorized mu). Pooled by checks/contingency.stratified_dependence."""
     key = "dt, logging_policy, stratum, j, k"
+    # the row and column marginals by window (no self-joins), then the diagonal's sum from one table of both
+    # marginals per ad: a handful of aggregations, so Spark runs few exchanges over the cells
     return f"""
-WITH ra AS (
-  SELECT {key}, a, sum(n) AS ra FROM scv_pair_cells GROUP BY {key}, a
-), cb AS (
-  SELECT {key}, b, sum(n) AS cb FROM scv_pair_cells GROUP BY {key}, b
+WITH m AS (
+  SELECT {key}, a, b, n, sum(n) OVER (PARTITION BY {key}, a) AS ra, sum(n) OVER (PARTITION BY {key}, b) AS cb
+  FROM scv_pair_cells
 ), sums AS (
   SELECT {key}, sum(n) AS n, sum(CAST(n AS DOUBLE) * n / (ra * cb)) AS s,
     sum(CASE WHEN a = b THEN n ELSE 0 END) AS o_diag
-  FROM scv_pair_cells JOIN ra USING ({key}, a) JOIN cb USING ({key}, b)
-  GROUP BY {key}
-), rr AS (
-  SELECT {key}, count(1) AS r FROM ra GROUP BY {key}
-), cc AS (
-  SELECT {key}, count(1) AS c FROM cb GROUP BY {key}
+  FROM m GROUP BY {key}
+), marg AS (
+  SELECT {key}, ad, sum(r) AS r, sum(c) AS c
+  FROM (SELECT {key}, a AS ad, n AS r, 0 AS c FROM scv_pair_cells
+        UNION ALL SELECT {key}, b AS ad, 0 AS r, n AS c FROM scv_pair_cells) u
+  GROUP BY {key}, ad
 ), diag AS (
-  SELECT ra.dt, ra.logging_policy, ra.stratum, ra.j, ra.k, sum(CAST(ra.ra AS DOUBLE) * cb.cb) AS rc_diag
-  FROM ra JOIN cb ON ra.dt = cb.dt AND ra.logging_policy = cb.logging_policy AND ra.stratum = cb.stratum
-    AND ra.j = cb.j AND ra.k = cb.k AND ra.a = cb.b
-  GROUP BY ra.dt, ra.logging_policy, ra.stratum, ra.j, ra.k
+  SELECT {key}, CAST(sum(CASE WHEN r > 0 THEN 1 ELSE 0 END) AS BIGINT) AS r,
+    CAST(sum(CASE WHEN c > 0 THEN 1 ELSE 0 END) AS BIGINT) AS c, sum(CAST(r AS DOUBLE) * c) AS rc_diag
+  FROM marg GROUP BY {key}
 )
-SELECT {key}, CAST(n AS BIGINT) AS n, r, c, s, CAST(o_diag AS BIGINT) AS o_diag,
-  coalesce(rc_diag, 0D) / n AS e_diag
-FROM sums JOIN rr USING ({key}) JOIN cc USING ({key}) LEFT JOIN diag USING ({key})"""
+SELECT {key}, CAST(n AS BIGINT) AS n, r, c, s, CAST(o_diag AS BIGINT) AS o_diag, rc_diag / n AS e_diag
+FROM sums JOIN diag USING ({key})"""
 
 
 def calibration_cells(stratum: str) -> str:
