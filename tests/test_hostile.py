@@ -150,9 +150,9 @@ def test_ids_in_plots_are_never_markup(tmp_path):
 
 # ---- 3. bounded cost for any row ---------------------------------------------------------------------------------
 def test_one_long_valid_row_costs_its_own_length(tmp_path, monkeypatch):
-    """One valid 32-slot row among 600 three-slot events: K is 32, but only positions 1..4 (WIDE_MIN) are wide columns (the
-    long row's other slots travel as a list, its moments, pairs and factored sums in long form), and every estimate
-    equals the one computed with all 32 positions as wide columns."""
+    """One valid 32-slot row among 600 three-slot events: K is 32, but only positions 1..4 (WIDE_MIN) are wide
+    columns (the long row's other slots travel as a list, its moments, pairs and factored sums in long form), and
+    every estimate equals the one computed with all 32 positions as wide columns."""
     from scavenger.engines import open_engine
     from scavenger.pipelines.common import GateConfig, describe_inputs
     from scavenger.pipelines.evaluate import EvaluateOptions, evaluate

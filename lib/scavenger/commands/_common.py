@@ -37,8 +37,9 @@ def add_engine_arguments(parser) -> None:
     g.add_argument("--stats-dir", default=None,
                    help="per-day statistics store (any URI): stored days are merged, only new days are read")
     g.add_argument("--batch-days", type=int, default=None,
-                   help="days per pass when several are missing (default: all in one pass; Spark also reads "
-                        "--conf spark.scavenger.scanBatchDays)")
+                   help="days per pass when several are missing (default: all in one pass, except that DuckDB "
+                        "splits a window larger than its memory limit; Spark also reads --conf "
+                        "spark.scavenger.scanBatchDays)")
 
 
 def add_output_arguments(parser, what: str) -> None:
@@ -127,14 +128,16 @@ def prepare_inputs(args, decisions: bool = True):
                            args.date_to, policies)
 
 
-def batch_days(args, engine) -> int:
+def batch_days(args, engine) -> int | None:
+    """--batch-days, else Spark's spark.scavenger.scanBatchDays, else None: the window decides
+    (statistics/window.auto_batch_days: DuckDB batches a window larger than its memory)."""
     if getattr(args, "batch_days", None) is not None:
         return int(args.batch_days)
     if engine.name == "spark":
         from ..session import scan_batch_days
 
         return scan_batch_days(engine.spark)
-    return 0
+    return None
 
 
 def quarantine_dir(args) -> str:
@@ -201,11 +204,13 @@ def check_level(args) -> None:
 
 
 def window_counts(stats) -> dict:
-    """Days of the window, read (scanned) or taken from the store, and the log rows actually read."""
+    """Days of the window, read (scanned) or taken from the store, the log rows actually read, K (the largest
+    position held) and how many positions this run's scans kept as wide columns (statistics/scan.wide_positions)."""
     read = 0
     for d in stats.scanned:
         lc = stats.per_day.get(d, {}).get("log_counts")
         if lc is not None and len(lc):
             read += int(lc["rows"].sum())
     return {"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
-            "rows_read": read}
+            "rows_read": read, "scan_batches": stats.batches, "K": int(stats.K),
+            "wide_positions": int(stats.Kw) if stats.scanned else None}

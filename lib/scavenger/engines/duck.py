@@ -34,6 +34,20 @@ def default_memory_limit() -> str:
     return f"{max(1, int(_machine_memory_bytes() * 0.6) >> 20)}MB"
 
 
+ROW_BYTES = 600   # DuckDB's peak memory per input row (logs and decisions) over a pass, measured at 4M events
+
+
+def _limit_bytes(text: str) -> int:
+    """Bytes of a DuckDB memory limit such as '14463MB', '8GB' or '2GiB' (0 when it does not parse)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(I?B)?\s*", text.upper())
+    if not m:
+        return 0
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m.group(2)]
+    return int(float(m.group(1)) * scale)
+
+
 def _quote(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
@@ -61,6 +75,8 @@ class DuckDBEngine(Engine):
                               "threads": int(threads_now), "duckdb": duckdb.__version__}
         self._tables: list[str] = []
         self._kept: list[str] = []
+        # input rows a pass holds in memory: a longer window is scanned in batches of days (statistics/window.py)
+        self.row_budget = _limit_bytes(self.memory_limit) // ROW_BYTES
 
     # -- relations -------------------------------------------------------------------------------------------
     def _exec(self, sql: str) -> None:

@@ -37,7 +37,7 @@ class AdcResult:
 
 
 def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=None, quarantine_dir=None,
-        run_id: str = "adhoc", batch_days: int = 0) -> AdcResult:
+        run_id: str = "adhoc", batch_days: int | None = None) -> AdcResult:
     """Gate (checks a, b) -> ADC table; exit 3 (DataCheckFailed) when an assumption fails under enforce."""
     from ..statistics.scan import ScanPlan, StatsConfig
 

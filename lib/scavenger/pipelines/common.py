@@ -90,7 +90,7 @@ class Window:
 
 def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: GateConfig,
                config: StatsConfig = StatsConfig(), store: str | None = None, quarantine_dir: str | None = None,
-               run_id: str = "adhoc", batch_days: int = 0, decisions_key=None, derived=None) -> Window:
+               run_id: str = "adhoc", batch_days: int | None = None, decisions_key=None, derived=None) -> Window:
     """One pass per missing day, merged statistics, and the verdicts of ``checks`` (none with the gate off)."""
     from ..progress import phase
 

@@ -131,7 +131,7 @@ def _base_name(e: str) -> str:
 
 
 def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig, config=None, store=None,
-             quarantine_dir=None, run_id: str = "adhoc", batch_days: int = 0) -> Evaluation:
+             quarantine_dir=None, run_id: str = "adhoc", batch_days: int | None = None) -> Evaluation:
     """See the module docstring."""
     from ..statistics.scan import StatsConfig
 

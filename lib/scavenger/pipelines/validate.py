@@ -39,7 +39,7 @@ def checks_to_run(estimators, checks) -> tuple[list, tuple]:
 
 
 def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store=None, quarantine_dir=None,
-             run_id: str = "adhoc", batch_days: int = 0, docs_dir: str | None = None,
+             run_id: str = "adhoc", batch_days: int | None = None, docs_dir: str | None = None,
              max_policies: int = 1000) -> Validation:
     from ..statistics.scan import StatsConfig
 

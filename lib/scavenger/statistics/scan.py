@@ -80,6 +80,7 @@ class ScanResult:
     counts: dict
     K: int
     policies: int = 0
+    Kw: int = 0          # positions held as wide columns in this pass (the rest as a list: wide_positions)
 
 
 def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig = StatsConfig(),
@@ -161,7 +162,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     note(f"scanned {len(days)} day(s): K={K}, {int(log_counts['rows'].sum()) if len(log_counts) else 0} log rows")
     return ScanResult(tables=tables, big=big, counts={"logs": log_counts,
                                                       "decisions": tables.get("decision_counts")}, K=K,
-                      policies=policies)
+                      policies=policies, Kw=Kw)
 
 
 def wide_positions(profile: pd.DataFrame, K: int) -> int:
