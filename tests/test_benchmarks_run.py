@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "benchmarks" / "run"
 EVENTS, DAYS, INC_PER_DAY = 3000, 3, 100
 EXPECTED = {("evaluate", "duckdb", 1), ("evaluate", "duckdb", 8), ("reference", "duckdb", 1),
-            ("reference", "spark", 1), ("incremental", "duckdb", 1), ("one_day", "duckdb", 1)}
+            ("reference", "spark", 1), ("incremental", "duckdb", 1), ("one_day", "duckdb", 1),
+            ("long_row", "duckdb", 1)}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +64,7 @@ def test_run_exits_0_with_every_step_in_csv_and_json(bench):
     notes = {k: r["note"] for k, r in _by_key(bench).items()}
     assert notes[("evaluate", "duckdb", 1)] == "engine duckdb"
     assert notes[("evaluate", "duckdb", 8)] == "8 policies"   # eight targets really are eight policies
+    assert notes[("long_row", "duckdb", 1)] == "K = 64"       # the one 64-slot row really widened the logs
     assert bench["payload"]["config"]["events"] == EVENTS and bench["payload"]["machine"]["cores"] >= 1
 
 
@@ -71,7 +73,8 @@ def test_verdicts_compare_each_figure_with_its_target(bench):
     assert verdicts[0] == "targets:"
     for what in ("evaluate (default engine for local files: DuckDB) / hand-written Spark query",
                  "evaluate --engine duckdb / hand-written DuckDB query", "8 policies / 1 policy (duckdb)",
-                 "31-day window after one new day / one-day evaluate (duckdb)"):
+                 "31-day window after one new day / one-day evaluate (duckdb)",
+                 "one 64-slot row added / the same logs without it (duckdb)"):
         line = next((v for v in verdicts if what in v), None)
         assert line is not None and line.rstrip().endswith(("-> met", "-> not met")), (what, verdicts)
         assert line in bench["stdout"]
