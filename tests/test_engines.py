@@ -134,6 +134,34 @@ def test_every_table_equal_between_engines(spark, tmp_path, shape, monkeypatch):
         s.engine.close()
 
 
+ODD_CONTEXTS = [None, {}, {"f": None}, {"f": "null"}, {"f": "v", "g": "w"}, {"g": "w", "f": "v"},
+                {'k"\\': "é\n<script>x</script>"}, {"f": "1"}, {"f": "true", "e": ""}]
+
+
+def test_context_cells_equal_a_plain_count_on_odd_contexts(spark, tmp_path):
+    """Check a's cells are counted per distinct (context_id, context) first, the context keyed by its JSON text:
+    null and empty maps, null values, the text 'null', quotes, backslashes, markup and the same map written in
+    another key order give, on both engines, exactly the count of every (feature, value) times every slot."""
+    data = build_random(seed=4, K=2, n_ads=5, days=(0, 1), per_day=45, with_nulls=False)
+    for i, row in enumerate(data["logs"]):
+        row["context"] = ODD_CONTEXTS[i % len(ODD_CONTEXTS)]
+        row["context_id"] = None if i % 7 == 0 else row["context_id"]
+    write_parquet(data, str(tmp_path))
+    expected: dict = {}
+    for row in data["logs"]:
+        features = list((row["context"] or {}).items()) + [("context_id", row["context_id"])]
+        for f, v in features:
+            for s in row["slots"]:
+                key = (row["logging_policy"], s["position"], f, "<null>" if v is None else v, s["ad_id"])
+                expected[key] = expected.get(key, 0) + 1
+    duck, sp = _windows(spark, str(tmp_path))
+    for s in (duck, sp):
+        got = s.table("context_cells")
+        assert {(r.logging_policy, int(r.position), r.feature, r.value, r.ad_id): int(r.n)
+                for r in got.itertuples()} == expected
+        s.engine.close()
+
+
 def test_quarantine_counts_per_reason_equal_between_engines(spark, tmp_path):
     """One bad row per reason (and a clean event at 23:59:59.7): both engines set the same rows aside, with the
     same reasons, and rows in = used + quarantined."""

@@ -222,6 +222,27 @@ def test_merge_of_stored_days_equals_one_scan(data, tmp_path, one_scan):
     assert_equals_one_scan(stored, one_scan)
 
 
+def test_merge_takes_text_min_and_max_in_string_order():
+    """ad_position's stratum_min/max are text: merged days take their min/max in string order per key (through
+    ordered categoricals, the compiled group-by), a key whose days hold no value stays None, and sums add."""
+    keys = dict(logging_policy="lp", fold=0, position=1)
+    day1 = pd.DataFrame([{**keys, "ad_id": "a", "m": 2, "stratum_min": "c10", "stratum_max": "c9"},
+                         {**keys, "ad_id": "b", "m": 1, "stratum_min": None, "stratum_max": None},
+                         {**keys, "ad_id": "c", "m": 4, "stratum_min": "z", "stratum_max": "z"}])
+    day2 = pd.DataFrame([{**keys, "ad_id": "a", "m": 3, "stratum_min": "c2", "stratum_max": "c10"},
+                         {**keys, "ad_id": "b", "m": 5, "stratum_min": None, "stratum_max": None},
+                         {**keys, "ad_id": "c", "m": 1, "stratum_min": "Z", "stratum_max": "a"}])
+    got = merge("ad_position", [day1, day2]).set_index("ad_id")
+    both = pd.concat([day1, day2])
+    for ad, rows in both.groupby("ad_id"):
+        lo, hi = rows["stratum_min"].dropna().tolist(), rows["stratum_max"].dropna().tolist()
+        assert got.loc[ad, "stratum_min"] == (min(lo) if lo else None)
+        assert got.loc[ad, "stratum_max"] == (max(hi) if hi else None)
+        assert got.loc[ad, "m"] == rows["m"].sum()
+    assert got.loc["a", "stratum_min"] == "c10" and got.loc["c", "stratum_max"] == "z"
+    assert got["stratum_min"].dtype == object
+
+
 def test_batches_store_each_batch_and_a_failure_keeps_earlier_ones(data, tmp_path, one_scan, monkeypatch):
     """batch_days=1: one day per pass. A failure in the second pass leaves the first day stored, so the re-run
     reads only the two days left; the window equals one scan of all days."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..statistics.tables import ordered_text, plain_text
+
 
 def parse_calibration_scope(text: str | None) -> tuple[str, str | None]:
     """``(mode, key)`` of a check-e scope: mode ``policy`` (key None), ``auto`` (stratify by key where it
@@ -33,8 +35,9 @@ def partition_strata(slot: pd.DataFrame, min_per_ad: float = 20.0) -> dict:
     if slot.empty or "stratum_min" not in slot.columns:
         return out
     # every policy at once (one group-by), then a Series only for the policies that pass
-    per_ad = slot.groupby(["logging_policy", "ad_id"], sort=True).agg(
-        lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum"))
+    per_ad = plain_text(ordered_text(slot, ["stratum_min", "stratum_max"]).groupby(
+        ["logging_policy", "ad_id"], sort=True, observed=True).agg(
+        lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum")), ["lo", "hi"])
     pol = per_ad.assign(split=per_ad["lo"] != per_ad["hi"]).groupby(level=0).agg(
         split=("split", "any"), n_values=("lo", "nunique"), ads=("n", "size"), mean_n=("n", "mean"))
     ok = pol[~pol["split"] & (pol["n_values"] >= 2) & (pol["ads"] >= 2 * pol["n_values"])

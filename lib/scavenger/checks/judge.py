@@ -13,6 +13,7 @@ import pandas as pd
 
 from . import assumptions as A
 from .rules import DECISION_REASONS, LOG_REASONS
+from ..statistics.tables import ordered_text, plain_text
 
 LOGS, DECISIONS = "impression_log", "decisions"
 
@@ -76,9 +77,12 @@ def slot_table(stats) -> pd.DataFrame:
             "stratum_max"]
     if not len(ap):
         return pd.DataFrame(columns=cols)
-    g = ap.groupby(["logging_policy", "dt", "position", "ad_id"], as_index=False).agg(
+    text = ["stratum_min", "stratum_max"]
+    g = ordered_text(ap, text).groupby(["logging_policy", "dt", "position", "ad_id"], as_index=False,
+                                       observed=True).agg(
         n=("m", "sum"), n_p=("n_p", "sum"), sum_p=("sum_p", "sum"), min_p=("min_p", "min"), max_p=("max_p", "max"),
         stratum_min=("stratum_min", "min"), stratum_max=("stratum_max", "max"))
+    g = plain_text(g, text)
     g["dt"] = g["dt"].astype(str)
     return g[cols]
 

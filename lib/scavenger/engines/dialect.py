@@ -86,7 +86,7 @@ def to_duckdb(sql: str, name: str = "statement") -> str:
     bad = _forbidden(tree)
     if bad:
         raise TranslationError(f"statement {name!r} uses {', '.join(sorted(set(bad)))}: no DuckDB equivalent")
-    tree = tree.transform(_rules)
+    tree = tree.transform(_rules, copy=False)   # the tree is ours: no deep copy (a fifth of the time)
     try:
         return tree.sql(dialect="duckdb")
     except SqlglotError as exc:

@@ -203,7 +203,8 @@ def _timed(label: str):
     def _cm():
         t = time.perf_counter()
         yield
-        print(f"[profile] {time.perf_counter() - t:8.2f}s {' '.join(label.split())[:110]}", file=sys.stderr)
+        width = int(os.environ.get("SCAVENGER_PROFILE_WIDTH", "110"))   # characters of the statement shown
+        print(f"[profile] {time.perf_counter() - t:8.2f}s {' '.join(label.split())[:width]}", file=sys.stderr)
     return _cm()
 
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 
 import pandas as pd
 
 from ..io import fs
 from .tables import TABLES
+
+LOAD_THREADS = min(8, max(2, os.cpu_count() or 2))   # stored small files read at once (Store.load_days)
 
 
 def fingerprint(payload) -> str:
@@ -80,24 +83,23 @@ class Store:
 
     def load_days(self, manifests: dict) -> dict:
         """{day: {table: frame with dt}} of many stored days ({day: manifest}), the same frames as :meth:`load` day
-        by day: the small files of a table are read as Arrow, the days with the same schema converted to pandas at
-        once (a 30-day window holds some 400 small files; one conversion each was most of the time)."""
+        by day: the small files (some 400 in a 30-day window) are read as Arrow by a pool of threads (local or
+        remote, the reads wait on I/O and release the GIL), and the days of a table with the same schema are
+        converted to pandas at once (one conversion per file was most of the time)."""
+        from concurrent.futures import ThreadPoolExecutor
+
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         out = {d: {} for d in manifests}
-        names = sorted({n for m in manifests.values() for n in m.get("tables", [])
-                        if n in TABLES and not TABLES[n].big})
-        for name in names:
+        wanted = [(name, d) for d, m in manifests.items() for name in m.get("tables", [])
+                  if name in TABLES and not TABLES[name].big]
+        with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
+            read = list(pool.map(lambda nd: self._read_small(*nd), wanted))
+        for name in sorted({n for n, _ in wanted}):
             groups: dict = {}
-            for d, m in manifests.items():
-                if name not in m.get("tables", []):
-                    continue
-                loc = fs.resolve(fs.join(self.uri, name, f"dt={d.isoformat()}", "part-0.parquet"))
-                with loc.fs.open_input_file(loc.path) as fh:
-                    t = pq.ParquetFile(fh).read()
-                t = t.add_column(0, "dt", pa.array([d] * t.num_rows, pa.date32()))
-                groups.setdefault(t.schema, []).append((d, t))
+            for (n, d), t in zip(wanted, read):
+                if n == name:
+                    groups.setdefault(t.schema, []).append((d, t))
             for parts in groups.values():
                 df = _arrays_back(pa.concat_tables([t for _, t in parts]).to_pandas(date_as_object=True))
                 bounds = [0]
@@ -106,6 +108,16 @@ class Store:
                 for (d, _), lo, hi in zip(parts, bounds, bounds[1:]):
                     out[d][name] = df.iloc[lo:hi].reset_index(drop=True)
         return out
+
+    def _read_small(self, name: str, day):
+        """One stored day's small table as an Arrow table with its dt column first."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        loc = fs.resolve(fs.join(self.uri, name, f"dt={day.isoformat()}", "part-0.parquet"))
+        with loc.fs.open_input_file(loc.path) as fh:
+            t = pq.ParquetFile(fh).read(use_threads=False)
+        return t.add_column(0, "dt", pa.array([day] * t.num_rows, pa.date32()))
 
     def big_files(self, name: str, days) -> list:
         out = []

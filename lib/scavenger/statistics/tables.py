@@ -112,9 +112,30 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
     df[sums] = df[sums].fillna(0)
     if keys and len(frames) == 1 and not df.duplicated(keys).any():   # one day's rows: already one per key
         return df.sort_values(keys, kind="stable").reset_index(drop=True)[keys + values]
-    out = df.groupby(keys, dropna=False, sort=True).agg(agg).reset_index() if keys else \
-        pd.DataFrame([{c: _reduce(df[c], how) for c, how in agg.items()}])
-    return out[keys + values]
+    if not keys:
+        return pd.DataFrame([{c: _reduce(df[c], how) for c, how in agg.items()}])[values]
+    text = [c for c, how in agg.items() if how in ("min", "max")]
+    out = ordered_text(df, text).groupby(keys, dropna=False, sort=True).agg(agg).reset_index()
+    return plain_text(out, text)[keys + values]
+
+
+def ordered_text(df: pd.DataFrame, cols) -> pd.DataFrame:
+    """``df`` with its text columns among ``cols`` as ordered categoricals (min/max by string order), so that a
+    group-by takes their min/max in compiled code: pandas reduces object columns one Python call per group."""
+    conv = {}
+    for c in cols:
+        if c in df.columns and df[c].dtype == object:
+            vals = df[c].dropna().unique()
+            if all(isinstance(v, str) for v in vals):
+                conv[c] = pd.Categorical(df[c], categories=sorted(vals), ordered=True)
+    return df.assign(**conv) if conv else df
+
+
+def plain_text(df: pd.DataFrame, cols) -> pd.DataFrame:
+    """The categoricals of :func:`ordered_text` back as object columns (None where a group had no value)."""
+    conv = {c: df[c].astype(object).where(df[c].notna(), None) for c in cols
+            if c in df.columns and isinstance(df[c].dtype, pd.CategoricalDtype)}
+    return df.assign(**conv) if conv else df
 
 
 def _reduce(s: pd.Series, how):

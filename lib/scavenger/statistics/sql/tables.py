@@ -97,18 +97,27 @@ GROUP BY dt, held, slate_key"""
 def context_cells() -> str:
     """(dt, logging_policy, position, feature, value, ad_id): n = impressions of the ad at the position under
     that value of a context feature (every key of the context map, and context_id): check a's tables. Reads the
-    clean events with their context map (scv_events), which the narrow flat relation does not carry: one explode of
-    the features (the map's entries and context_id), then one of the slots."""
+    clean events with their context map (scv_events), which the narrow flat relation does not carry. Two steps, so
+    that the explode of features times slots runs over distinct cells, not over events: the slots are counted per
+    (context_id, context) first, the context keyed by its JSON text (a map is no grouping key in Spark and a slow
+    one in DuckDB; the text is one-to-one with the map), then the features of each cell are exploded and summed."""
     cid = "named_struct('key', 'context_id', 'value', coalesce(context_id, '<null>'))"
-    features = (f"CASE WHEN context IS NULL THEN array({cid}) "
-                f"ELSE concat(map_entries(context), array({cid})) END")
+    ctx = "from_json(context_json, 'map<string,string>')"
+    features = (f"CASE WHEN context_json IS NULL THEN array({cid}) "
+                f"ELSE concat(map_entries({ctx}), array({cid})) END")
     return f"""
-SELECT dt, logging_policy, s.position AS position, feature, value, s.ad_id AS ad_id, count(1) AS n
+SELECT dt, logging_policy, position, f.key AS feature, coalesce(f.value, '<null>') AS value, ad_id,
+  CAST(sum(n) AS BIGINT) AS n
 FROM (
-  SELECT dt, logging_policy, f.key AS feature, coalesce(f.value, '<null>') AS value, explode(slots) AS s
-  FROM (SELECT dt, logging_policy, slots, explode({features}) AS f FROM scv_events WHERE clean) m
-) cells
-GROUP BY dt, logging_policy, s.position, feature, value, s.ad_id"""
+  SELECT dt, logging_policy, position, ad_id, n, explode({features}) AS f
+  FROM (
+    SELECT dt, logging_policy, context_id, context_json, s.position AS position, s.ad_id AS ad_id, count(1) AS n
+    FROM (SELECT dt, logging_policy, context_id, to_json(context) AS context_json, explode(slots) AS s
+          FROM scv_events WHERE clean) e
+    GROUP BY dt, logging_policy, context_id, context_json, s.position, s.ad_id
+  ) cells
+) features
+GROUP BY dt, logging_policy, position, f.key, coalesce(f.value, '<null>'), ad_id"""
 
 
 def pair_cells(Kw: int) -> str:
