@@ -243,6 +243,36 @@ def test_merge_takes_text_min_and_max_in_string_order():
     assert got["stratum_min"].dtype == object
 
 
+def _moments_by_definition(r, Y) -> dict:
+    """The flat slate moments of events with rewards r and slot factors Y (events x K), from the declaration
+    (estimators/slate_moments.moment_terms) evaluated with numpy."""
+    from scavenger.estimators.slate_moments import moment_terms
+
+    K = Y.shape[1]
+    sym = {"1": np.ones(len(r)), "r": r, "W": Y.prod(axis=1), "missing": np.zeros(len(r)),
+           **{f"Y{k + 1}": Y[:, k] for k in range(K)}}
+    out = {}
+    for alias, agg, factors in moment_terms(K):
+        v = np.prod([sym[f] for f in factors], axis=0) if factors else np.ones(len(r))
+        out[alias] = {"sum": v.sum(), "count_pos": float((v > 0).sum()), "max": v.max()}[agg]
+    return out
+
+
+def test_moments_of_fewer_positions_pad_as_factors_of_one():
+    """A day whose events hold positions 1..2 merged with K = 4: its moments equal those of the same events with
+    Y_3 = Y_4 = 1 (the padding convention), every column computed by definition."""
+    from scavenger.statistics.tables import pad_moments
+
+    rng = np.random.default_rng(3)
+    r, Y = rng.random(50), rng.random((50, 2)) * 3
+    day = pd.DataFrame([{"policy_id": "p", "logging_policy": "lp", "fold": 0, **_moments_by_definition(r, Y)}])
+    padded = pad_moments(day, 4).iloc[0]
+    expected = _moments_by_definition(r, np.hstack([Y, np.ones((50, 2))]))
+    assert moments_k(pad_moments(day, 4)) == 4
+    for alias, value in expected.items():
+        assert padded[alias] == pytest.approx(value, rel=1e-12), alias
+
+
 def test_batches_store_each_batch_and_a_failure_keeps_earlier_ones(data, tmp_path, one_scan, monkeypatch):
     """batch_days=1: one day per pass. A failure in the second pass leaves the first day stored, so the re-run
     reads only the two days left; the window equals one scan of all days."""

@@ -69,23 +69,11 @@ class Store:
             return None
         return m
 
-    def load(self, day, manifest: dict) -> dict:
-        """{table: frame with dt} of the day's small tables."""
-        out = {}
-        for name in manifest.get("tables", []):
-            if name not in TABLES or TABLES[name].big:
-                continue
-            path = fs.join(self.uri, name, f"dt={day.isoformat()}", "part-0.parquet")
-            df = fs.read_parquet(path)
-            df.insert(0, "dt", day)
-            out[name] = _arrays_back(df)
-        return out
-
     def load_days(self, manifests: dict) -> dict:
-        """{day: {table: frame with dt}} of many stored days ({day: manifest}), the same frames as :meth:`load` day
-        by day: the small files (some 400 in a 30-day window) are read as Arrow by a pool of threads (local or
-        remote, the reads wait on I/O and release the GIL), and the days of a table with the same schema are
-        converted to pandas at once (one conversion per file was most of the time)."""
+        """{day: {table: frame with dt}} of the small tables of stored days ({day: manifest}). The small files
+        (some 400 in a 30-day window) are read as Arrow by a pool of threads (local or remote, the reads wait on I/O
+        and release the GIL), and the days of a table with the same schema are converted to pandas at once (one
+        conversion per file was most of the time)."""
         from concurrent.futures import ThreadPoolExecutor
 
         import pyarrow as pa
@@ -95,18 +83,16 @@ class Store:
                   if name in TABLES and not TABLES[name].big]
         with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
             read = list(pool.map(lambda nd: self._read_small(*nd), wanted))
-        for name in sorted({n for n, _ in wanted}):
-            groups: dict = {}
-            for (n, d), t in zip(wanted, read):
-                if n == name:
-                    groups.setdefault(t.schema, []).append((d, t))
-            for parts in groups.values():
-                df = _arrays_back(pa.concat_tables([t for _, t in parts]).to_pandas(date_as_object=True))
-                bounds = [0]
-                for _, t in parts:
-                    bounds.append(bounds[-1] + t.num_rows)
-                for (d, _), lo, hi in zip(parts, bounds, bounds[1:]):
-                    out[d][name] = df.iloc[lo:hi].reset_index(drop=True)
+        groups: dict = {}            # (table, schema) -> [(day, arrow table)]
+        for (name, d), t in zip(wanted, read):
+            groups.setdefault((name, t.schema), []).append((d, t))
+        for (name, _), parts in groups.items():
+            df = _arrays_back(pa.concat_tables([t for _, t in parts]).to_pandas(date_as_object=True))
+            bounds = [0]
+            for _, t in parts:
+                bounds.append(bounds[-1] + t.num_rows)
+            for (d, _), lo, hi in zip(parts, bounds, bounds[1:]):
+                out[d][name] = df.iloc[lo:hi].reset_index(drop=True)
         return out
 
     def _read_small(self, name: str, day):

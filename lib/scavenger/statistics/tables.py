@@ -64,24 +64,12 @@ def moments_k(df: pd.DataFrame) -> int:
 
 
 def pad_moments(df: pd.DataFrame, K: int) -> pd.DataFrame:
-    """Slate moments of K0 <= K positions as moments of K positions with Y_k = 1 for k > K0 (see module doc)."""
+    """Slate moments of K0 <= K positions as moments of K positions with Y_k = 1 for k > K0 (see module doc): the
+    positions beyond K0 as extra positions that no event holds (D_k = 0, :func:`add_extra_moments`)."""
     K0 = moments_k(df)
     if K0 >= K:
         return df
-    out = df.copy()
-    n, sr, sr2 = out["n"].astype(float), out["s_r"].fillna(0.0), out["s_r2"].fillna(0.0)
-    for k in range(K0 + 1, K + 1):
-        out[f"s_Y_{k}"], out[f"s_rY_{k}"], out[f"s_r2Y_{k}"] = n, sr, sr2
-        out[f"n_Y_pos_{k}"] = n
-        out[f"max_Y_{k}"] = np.where(n > 0, 1.0, np.nan)
-    for j in range(1, K + 1):
-        for k in range(max(j, K0 + 1), K + 1):
-            if j <= K0:
-                y, ry, r2y = out[f"s_Y_{j}"], out[f"s_rY_{j}"], out[f"s_r2Y_{j}"]
-            else:
-                y, ry, r2y = n, sr, sr2
-            out[f"s_YY_{j}_{k}"], out[f"s_rYY_{j}_{k}"], out[f"s_r2YY_{j}_{k}"] = y, ry, r2y
-    return out
+    return extend_moments(df.reset_index(drop=True), {}, K, K0)
 
 
 def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
@@ -240,16 +228,11 @@ def split_factored(long: pd.DataFrame) -> dict:
 
 def add_extra_moments(sm: pd.DataFrame, extras: pd.DataFrame, K: int, Kw: int) -> pd.DataFrame:
     """Slate moments of positions Kw+1..K from the long sums of ``decision_tables.policy_extras`` (per dt, policy,
-    logging policy, fold; j = 0: sums of D_k = Y_k - 1 over the events holding k, j >= 1: sums of D_j D_k), since
-    Y_k = 1 + D_k and Y_j Y_k = 1 + D_j + D_k + D_j D_k (D = 0 where an event does not hold the position):
-      s_Y_k = n + S_D_k, n_Y_pos_k = n - n_k + n_pos_k, max_Y_k = max(max_y_k, 1 if an event does not hold k),
-      s_YY_j_k = n + S_D_j + S_D_k + S_DD_jk (likewise with r and r^2)."""
+    logging policy, fold; j = 0: sums of D_k = Y_k - 1 over the events holding k, j >= 1: sums of D_j D_k); see
+    :func:`extend_moments` for the identities."""
     keys = ["dt", "policy_id", "logging_policy", "fold"]
     out = sm.copy().reset_index(drop=True)
     rows = len(out)
-    n, sr, sr2 = (out[c].fillna(0).to_numpy(float) for c in ("n", "s_r", "s_r2"))
-    base = {"": n, "r": sr, "r2": sr2}
-    cols = {"": "s_v", "r": "s_rv", "r2": "s_r2v"}
     sums: dict = {}          # (j, k, column) -> per-row array, built in one pass over the long rows
     if len(extras):
         at = pd.Series(np.arange(rows), index=pd.MultiIndex.from_frame(out[keys]))
@@ -265,20 +248,36 @@ def add_extra_moments(sm: pd.DataFrame, extras: pd.DataFrame, K: int, Kw: int) -
             top = np.full(rows, -np.inf)
             np.maximum.at(top, idx, g["max_y"].fillna(-np.inf).to_numpy(float))
             sums[(int(j), int(k), "max_y")] = top
+    from ..estimators.slate_moments import flat_columns
+
+    return extend_moments(out, sums, K, Kw)[keys + flat_columns(K)]
+
+
+def extend_moments(out: pd.DataFrame, sums: dict, K: int, Kw: int) -> pd.DataFrame:
+    """``out`` (moments of positions 1..Kw) with the moments of positions Kw+1..K added, from ``sums``: per-row
+    arrays keyed (0, k, col) for position k's sums of D_k over the n_k events holding it, (j, k, col) for the
+    sums of D_j D_k; a key not there is 0 (no event holds the position). Since Y_k = 1 + D_k and
+    Y_j Y_k = Y_j + D_k + D_j D_k (D = 0 where an event does not hold the position):
+      s_Y_k = n + S_D_k, n_Y_pos_k = n - n_k + n_pos_k, max_Y_k = max(max_y_k, 1 if an event does not hold k),
+      s_YY_j_k = S_Y_j + S_D_k + S_DD_jk (likewise with r and r^2)."""
+    rows = len(out)
+    n, sr, sr2 = (out[c].fillna(0).to_numpy(float) for c in ("n", "s_r", "s_r2"))
+    base = {"": n, "r": sr, "r2": sr2}
+    cols = {"": "s_v", "r": "s_rv", "r2": "s_r2v"}
     zeros = np.zeros(rows)
 
     def get(j, k, col):
         return sums.get((j, k, col), zeros)
 
-    wide = {(j, w): out[f"s_{w}Y_{j}"].fillna(0).to_numpy(float) - base[w] for j in range(1, Kw + 1) for w in base}
-
-    def d_sum(j, w):      # S_D_j (w = "", "r", "r2") of a wide or an extra position
-        return wide[(j, w)] if j <= Kw else get(0, j, cols[w])
-
     new = {}
+
+    def y_sum(j, w):      # S_Y_j (w = "", "r", "r2") of a wide position or of one added before
+        name = f"s_{w}Y_{j}"
+        return new[name] if j > Kw else out[name].fillna(0).to_numpy(float)
+
     for k in range(Kw + 1, K + 1):
         for w in ("", "r", "r2"):
-            new[f"s_{w}Y_{k}"] = base[w] + d_sum(k, w)
+            new[f"s_{w}Y_{k}"] = base[w] + get(0, k, cols[w])
         held, pos = get(0, k, "n"), get(0, k, "n_pos")
         top = sums.get((0, k, "max_y"), np.full(rows, -np.inf))
         new[f"n_Y_pos_{k}"] = n - held + pos
@@ -287,9 +286,5 @@ def add_extra_moments(sm: pd.DataFrame, extras: pd.DataFrame, K: int, Kw: int) -
                                      np.where(some, top, np.nan))
         for j in range(1, k + 1):
             for w in ("", "r", "r2"):
-                dd = get(j, k, cols[w])
-                new[f"s_{w}YY_{j}_{k}"] = base[w] + d_sum(j, w) + d_sum(k, w) + dd
-    out = pd.concat([out, pd.DataFrame(new, index=out.index)], axis=1)
-    from ..estimators.slate_moments import flat_columns
-
-    return out[keys + flat_columns(K)]
+                new[f"s_{w}YY_{j}_{k}"] = y_sum(j, w) + get(0, k, cols[w]) + get(j, k, cols[w])
+    return pd.concat([out, pd.DataFrame(new, index=out.index)], axis=1)
