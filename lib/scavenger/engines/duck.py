@@ -95,8 +95,9 @@ class DuckDBEngine(Engine):
         (self._kept if keep else self._tables).append(name)
 
     def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
-        with _timed(label):
-            return normalize_frame(self.con.execute(self._sql(sql, label)).df())
+        query = self._sql(sql, label)
+        with _timed(f"{label}: {query}"):
+            return normalize_frame(self.con.execute(query).df())
 
     def register_frame(self, name: str, frame: pd.DataFrame) -> None:
         self.con.register(f"{name}__df", frame)

@@ -94,6 +94,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     cfg = config.rules
     engine.read("scv_logs", logs, load_contract(LOGS), days)
     engine.materialize("scv_ev", L.events(cfg))
+    engine.materialize("scv_dup_ids", L.duplicate_ids())
     engine.materialize("scv_dups", L.duplicates())
     if prior_ids:
         engine.read_parquet("scv_prior", prior_ids)
@@ -144,7 +145,8 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
         if policies > config.max_policies:
             raise UsageError(f"the decisions hold {policies} target policies, more than the limit of "
                              f"{config.max_policies}: choose some with --policies (or raise --max-policies)")
-        engine.view("scv_qkeys", D.qkeys())
+        engine.materialize("scv_qkeys", D.qkeys())
+        engine.materialize("scv_dup_dec", D.duplicate_decisions())
         engine.materialize("scv_joined", D.joined(cfg, K, Kw))
         dec_counts = engine.fetch(D.decision_counts(Kw), "decision_counts")
         tables["decision_counts"] = dec_counts

@@ -13,6 +13,8 @@ check (``DUPLICATE_EVENT_ID`` against days before the batch).
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -96,8 +98,50 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
             loaded.append(d)
         else:
             missing.append(d)
-    if loaded:
-        per_day.update(store.load_days({d: manifests[d] for d in loaded}))
+    with ThreadPoolExecutor(max_workers=1) as background:
+        # the stored days are read and merged while the engine scans the missing ones (the scan mostly waits on
+        # the engine, the GIL released): a window after one new day then costs little more than its one day
+        stored = background.submit(_load_merged, store, {d: manifests[d] for d in loaded}) if loaded else None
+        K, Kw, runs, big_parts = _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, run_id,
+                                               derived, missing, manifests, per_day, batch_days,
+                                               (logs_fp, dec_fp, wanted))
+        stored_days, stored_merged = stored.result() if stored is not None else ({}, {})
+    per_day.update(stored_days)
+    if store and loaded:
+        for name, cols in BIG_COLUMNS.items():
+            files = store.big_files(name, loaded)
+            if files:
+                rel = f"scv_stored_{name}"
+                engine.read_parquet(rel, files, root=store_root(store, name))
+                big_parts[name].insert(0, rel)
+    big = {}
+    for name, parts in big_parts.items():
+        if parts:
+            cols = ", ".join(BIG_COLUMNS[name])
+            big[name] = f"scv_w_{name}"
+            engine.view(big[name], " UNION ALL ".join(f"SELECT {cols} FROM {p}" for p in parts))
+    # the window = the stored days (merged above) + the scanned ones: every value is a sum, min or max over days
+    merged = merge_all({_STORED: stored_merged, **{d: per_day[d] for d in missing}}, [_STORED, *missing]) \
+        if loaded else merge_all(per_day, dates)
+    return WindowStats(tables=merged, per_day=per_day, dates=list(dates), scanned=missing,
+                       loaded=loaded, big=big, K=K, engine=engine, Kw=Kw,
+                       batches=len(runs))
+
+
+_STORED = "stored days"
+
+
+def _load_merged(store: Store, manifests: dict) -> tuple:
+    """({day: {table: frame}}, {table: merged frame}) of the stored days ``manifests`` ({day: manifest})."""
+    per_day = store.load_days(manifests)
+    return per_day, merge_all(per_day, sorted(manifests))
+
+
+def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, run_id, derived, missing, manifests,
+                  per_day, batch_days, fps) -> tuple:
+    """One pass per batch of the missing days: their tables into ``per_day`` and the store, their big relations
+    returned as parts. Returns (K, Kw, batches, {big table: [relations]})."""
+    logs_fp, dec_fp, wanted = fps
     stored = set(store.stored_days()) if store else set()
     big_parts: dict = {name: [] for name in BIG_COLUMNS}
     K = max([int(m.get("K", 0)) for m in manifests.values()] or [0])
@@ -120,22 +164,7 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
             big_parts[name].append(rel)
         if store:
             _store_batch(engine, store, batch, per_day, res, logs_fp, dec_fp, wanted, run_id)
-    if store and loaded:
-        for name, cols in BIG_COLUMNS.items():
-            files = store.big_files(name, loaded)
-            if files:
-                rel = f"scv_stored_{name}"
-                engine.read_parquet(rel, files, root=store_root(store, name))
-                big_parts[name].insert(0, rel)
-    big = {}
-    for name, parts in big_parts.items():
-        if parts:
-            cols = ", ".join(BIG_COLUMNS[name])
-            big[name] = f"scv_w_{name}"
-            engine.view(big[name], " UNION ALL ".join(f"SELECT {cols} FROM {p}" for p in parts))
-    return WindowStats(tables=merge_all(per_day, dates), per_day=per_day, dates=list(dates), scanned=missing,
-                       loaded=loaded, big=big, K=K, engine=engine, Kw=Kw,
-                       batches=len(runs))
+    return K, Kw, runs, big_parts
 
 
 def auto_batch_days(engine, logs, decisions, days) -> int:

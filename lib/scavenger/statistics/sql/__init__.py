@@ -6,11 +6,14 @@ for; the SQL text itself is here and nowhere else. Relations they read and write
 
     scv_logs      the day's logs as read, conformed to the contract (engine.read)       -- the one read
     scv_ev        + every row rule as a flag, sorted slots, id hash           (materialized, logs.py)
+    scv_dup_ids   event_ids that repeat                                        (materialized, small)
     scv_dups      rows whose event_id repeats, ranked                          (materialized, small)
     scv_prior     event-id hashes of earlier stored days                       (stored, optional)
     scv_events    + DUPLICATE_EVENT_ID and ``clean``                           (view)
     scv_flat      clean events with slot k as columns a_k, mu_k, w_k, h_k      (view)
     scv_dec       the day's decisions as read, conformed                       -- the one read
+    scv_qkeys     (event_id, dt) of quarantined log rows                       (materialized, small)
+    scv_dup_dec   decision keys read more than once                            (materialized, small)
     scv_joined    decisions joined once to scv_flat, flags, Y_k                (materialized, decisions.py)
     tables        one aggregation each over scv_flat or scv_joined             (tables.py, decision_tables.py)
 """

@@ -13,8 +13,18 @@ from ...checks.rules import (DECISION_REASONS, RuleConfig, any_flag_sql, codes_s
 
 
 def qkeys() -> str:
-    """scv_qkeys: (event_id, dt) of quarantined log rows (usually few): a decision for one is EVENT_QUARANTINED."""
+    """scv_qkeys: (event_id, dt) of quarantined log rows (usually few): a decision for one is EVENT_QUARANTINED.
+    Materialized, like :func:`duplicate_decisions`, so that Spark broadcasts it to the join."""
     return "SELECT DISTINCT event_id, dt FROM scv_events WHERE NOT clean AND event_id IS NOT NULL"
+
+
+def duplicate_decisions() -> str:
+    """scv_dup_dec: the (event_id, dt, policy_id) keys read more than once (usually none), how often and the first
+    row read. Materialized on its own: Spark then broadcasts it to the join instead of shuffling every decision."""
+    return """
+SELECT event_id, dt, policy_id, count(1) AS dup_n, min(_rid) AS first_rid
+FROM scv_dec WHERE event_id IS NOT NULL AND dt IS NOT NULL AND policy_id IS NOT NULL
+GROUP BY event_id, dt, policy_id HAVING count(1) > 1"""
 
 
 def target_prob(pos: str, ad: str) -> str:
@@ -44,7 +54,7 @@ def target_ad(pos, k: int | None = None) -> str:
 def joined(cfg: RuleConfig, K: int, Kw: int) -> str:
     """scv_joined: every decision row of the day, its rule flags, its event's clean flat columns (left join on
     (event_id, dt): the one join), DUPLICATE_DECISION (rows after the first read of a (policy_id, event_id); all of
-    them with quarantine_all) from a count of the repeated keys joined back, and ``det`` (deterministic). Narrow:
+    them with quarantine_all) from the repeated keys (scv_dup_dec) joined back, and ``det`` (deterministic). Narrow:
     the tables compute pi_k, Y_k and the slate keys from these columns where they need them.
 
     A decision holding one entry per position 1..n, n <= Kw, in order (``simple``, nearly every writer's shape)
@@ -74,10 +84,6 @@ WITH d AS (
     CASE WHEN simple THEN slots ELSE sort_array(slots) END AS dslots,
     {flag_columns(decision_rules(cfg))}
   FROM (SELECT scv_dec.*, {simple} AS simple, {element_columns()} FROM scv_dec) s
-), k AS (
-  SELECT event_id, dt, policy_id, count(1) AS dup_n, min(_rid) AS first_rid
-  FROM scv_dec WHERE event_id IS NOT NULL AND dt IS NOT NULL AND policy_id IS NOT NULL
-  GROUP BY event_id, dt, policy_id HAVING count(1) > 1
 ), j AS (
   SELECT d.*, {", ".join(f"e.{c}" for c in ev_cols)},
     coalesce({dup}, false) AS {flag('DUPLICATE_DECISION')},
@@ -85,7 +91,7 @@ WITH d AS (
     e.event_id IS NULL AND q.event_id IS NOT NULL AS {flag('EVENT_QUARANTINED')}
   FROM d LEFT JOIN scv_flat e ON d.event_id = e.event_id AND d.dt = e.dt
   LEFT JOIN scv_qkeys q ON d.event_id = q.event_id AND d.dt = q.dt
-  LEFT JOIN k ON d.event_id = k.event_id AND d.dt = k.dt AND d.policy_id = k.policy_id
+  LEFT JOIN scv_dup_dec k ON d.event_id = k.event_id AND d.dt = k.dt AND d.policy_id = k.policy_id
 ), f AS (
   SELECT j.*, CASE WHEN simple THEN {simple_dev} ELSE {sum_deviation_sql('dslots')} END AS sum_dev
   FROM j
