@@ -222,6 +222,21 @@ def test_merge_of_stored_days_equals_one_scan(data, tmp_path, one_scan):
     assert_equals_one_scan(stored, one_scan)
 
 
+def test_window_of_stored_days_and_a_new_one_equals_one_scan(data, tmp_path, one_scan):
+    """The stored days are read and merged while the new day is scanned; the window adds the two: the same tables
+    as one scan of every day, and each day's own tables kept for by-day estimates."""
+    logs, decs = write_parquet(data, str(tmp_path / "in"))
+    cfg, sd = StatsConfig(bootstrap=4, seed=5), str(tmp_path / "stats")
+    days = sorted({ev["dt"] for ev in data["logs"]})
+    run_window(logs, decs, cfg, sd, dates=days[:-1])
+    window = run_window(logs, decs, cfg, sd)
+    assert window.scanned == days[-1:] and window.loaded == days[:-1]
+    assert_equals_one_scan(window, one_scan)
+    for d in days:
+        n = int(window.day(d).table("log_counts")["rows"].sum())
+        assert n == sum(1 for ev in data["logs"] if ev["dt"] == d)
+
+
 def test_merge_takes_text_min_and_max_in_string_order():
     """ad_position's stratum_min/max are text: merged days take their min/max in string order per key (through
     ordered categoricals, the compiled group-by), a key whose days hold no value stays None, and sums add."""

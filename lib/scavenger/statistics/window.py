@@ -14,7 +14,6 @@ check (``DUPLICATE_EVENT_ID`` against days before the batch).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-
 from dataclasses import dataclass, field
 
 import pandas as pd
