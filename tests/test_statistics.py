@@ -360,3 +360,30 @@ def test_by_day_tables_are_each_days_own(one_scan, data):
         n = sum(1 for ev in data["logs"] if ev["dt"] == d)
         assert int(day.table("log_counts")["rows"].sum()) == n
         assert day.table("log_summary")["n_events"].sum() == one_scan.per_day[d]["log_summary"]["n_events"].sum()
+
+
+def test_stored_small_tables_read_back_as_written(data, tmp_path):
+    """Every small table of a stored day reads back as the frame the scan produced: values, columns and dtypes (the
+    files are written without pandas' schema metadata)."""
+    logs, decs = write_parquet(data, str(tmp_path / "in"))
+    cfg, sd = StatsConfig(bootstrap=2, seed=3), str(tmp_path / "stats")
+    scanned = run_window(logs, decs, cfg, sd)
+    store = Store(sd)
+    days = sorted(scanned.per_day)
+    loaded = store.load_days({d: store.manifest(d) for d in days})
+    n = 0
+    for d in days:
+        for name, frame in scanned.per_day[d].items():
+            if TABLES[name].big or frame is None or not len(frame):
+                continue
+            got = loaded[d][name]
+            want = frame if "dt" in frame.columns else frame.assign(dt=d)
+            want = want[["dt", *[c for c in want.columns if c != "dt"]]].reset_index(drop=True)
+            got = got[list(want.columns)]
+            for col in want.columns:
+                if want[col].dtype == object and len(want) and isinstance(want[col].iloc[0], np.ndarray):
+                    assert all(np.array_equal(a, b) for a, b in zip(got[col], want[col])), (name, col)
+                    got, want = got.drop(columns=[col]), want.drop(columns=[col])
+            pd.testing.assert_frame_equal(got, want, check_dtype=True, obj=f"{name} {d}")
+            n += 1
+    assert n >= 10
