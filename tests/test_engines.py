@@ -25,7 +25,8 @@ def statements():
     for cfg in (RuleConfig(), RuleConfig(duplicates="quarantine_all", require_full_slates=True,
                                          quarantine_null_propensity=True)):
         out += [("events", L.events(cfg)), ("duplicate_ids", L.duplicate_ids()), ("duplicates", L.duplicates()),
-                ("prior_hits", L.prior_hits()), ("duplicate_decisions", D.duplicate_decisions()),
+                ("prior_hits", L.prior_hits()), ("duplicate_decision_hashes", D.duplicate_decision_hashes()),
+                ("duplicate_decisions", D.duplicate_decisions()),
                 ("events_view", L.events_view(cfg, True)), ("log_counts", L.log_counts(64)),
                 ("quarantined_logs", L.quarantined("r'1")), ("event_ids", L.event_ids()), ("qkeys", D.qkeys()),
                 ("row_positions", L.row_positions()), ("quarantined_decisions", D.quarantined("r")),

@@ -8,7 +8,8 @@ Rules the statements follow so that both engines give the same numbers (Spark 4 
 - ``try_divide``, ``try_element_at`` and ``try_cast`` where a value may be missing (never an error on one row);
 - no ``exists``/``stack``/``pmod``/``xxhash64`` (not in DuckDB) and no ``array.field`` projections: ``transform``;
 - integer sums are cast to BIGINT (DuckDB sums integers as HUGEINT);
-- hashes that must agree across engines are built from ``md5`` (the same hex text in both).
+- hashes that must agree across engines are built from ``md5`` (the same hex text in both); ``hash`` (Spark's
+  32-bit murmur3, DuckDB's 64-bit hash) only narrows rows whose exact keys are then compared.
 """
 from __future__ import annotations
 

@@ -146,6 +146,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
             raise UsageError(f"the decisions hold {policies} target policies, more than the limit of "
                              f"{config.max_policies}: choose some with --policies (or raise --max-policies)")
         engine.materialize("scv_qkeys", D.qkeys())
+        engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
         engine.materialize("scv_dup_dec", D.duplicate_decisions())
         engine.materialize("scv_joined", D.joined(cfg, K, Kw))
         dec_counts = engine.fetch(D.decision_counts(Kw), "decision_counts")

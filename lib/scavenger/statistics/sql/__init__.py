@@ -13,6 +13,7 @@ for; the SQL text itself is here and nowhere else. Relations they read and write
     scv_flat      clean events with slot k as columns a_k, mu_k, w_k, h_k      (view)
     scv_dec       the day's decisions as read, conformed                       -- the one read
     scv_qkeys     (event_id, dt) of quarantined log rows                       (materialized, small)
+    scv_dup_dec_hashes  hashes of decision keys that repeat                    (materialized, small)
     scv_dup_dec   decision keys read more than once                            (materialized, small)
     scv_joined    decisions joined once to scv_flat, flags, Y_k                (materialized, decisions.py)
     tables        one aggregation each over scv_flat or scv_joined             (tables.py, decision_tables.py)

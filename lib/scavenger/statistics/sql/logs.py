@@ -27,7 +27,9 @@ FROM (SELECT scv_logs.*, md5(coalesce(event_id, '')) AS h, coalesce(size(slots),
 def duplicate_ids() -> str:
     """scv_dup_ids: the event_ids that occur more than once in these days (usually none). Materialized on its own,
     so that Spark knows it is small and broadcasts it to :func:`duplicates` instead of shuffling every event
-    (4M events: 8.2 s -> 4.4 s)."""
+    (4M events: 8.2 s -> 4.4 s). Unlike the decisions' keys (decisions.duplicate_decision_hashes), the ids are
+    grouped as they are: narrowing them by a hash first would read the flagged events twice, which Spark pays for
+    (4.7 s -> 5.6 + 2.3 s measured)."""
     return "SELECT event_id FROM scv_ev WHERE event_id IS NOT NULL GROUP BY event_id HAVING count(1) > 1"
 
 
