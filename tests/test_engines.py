@@ -40,6 +40,9 @@ def statements():
                     (f"slate_actions Kw={Kw}", T.slate_actions(Kw)), (f"slate_targets Kw={Kw}", DT.slate_targets(Kw)),
                     (f"target_placements Kw={Kw}", DT.target_placements(Kw))]
     out += [("ad_position", T.ad_position(3)), ("ad_position boot", T.ad_position(3, 3, 1, "stratum")),
+            ("ad_position one aggregation", T.ad_position(3, by_value=False)),
+            ("ad_position one aggregation boot", T.ad_position(3, 3, 1, "stratum", by_value=False)),
+            ("stratum_count", T.stratum_count()), ("stratum_count key", T.stratum_count("stratum")),
             ("context_cells", T.context_cells()),
             ("pair_strata", T.pair_strata()), ("calibration_cells", T.calibration_cells(T.stratum_sql("context:f"))),
             ("flat_columns stratum", L.flat_columns(3, T.stratum_sql("context:f"))),

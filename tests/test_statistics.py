@@ -387,3 +387,30 @@ def test_stored_small_tables_read_back_as_written(data, tmp_path):
             pd.testing.assert_frame_equal(got, want, check_dtype=True, obj=f"{name} {d}")
             n += 1
     assert n >= 10
+
+
+def test_ad_position_the_same_summed_per_stratum_value_first_or_not(data, monkeypatch):
+    """ad_position sums per value of the scope key first when the values are few (scan.BY_VALUE_EVENTS): both
+    shapes give the same table (counts exactly, sums to 1e-12), with the bootstrap replicates and a context key."""
+    from scavenger.statistics import scan
+
+    L, D = arrow_tables(data)
+    got = {}
+    for label, events in (("by value", 0), ("one aggregation", 10 ** 12)):
+        monkeypatch.setattr(scan, "BY_VALUE_EVENTS", events)
+        for key in ("context_id", "context:f"):
+            w = run_window(L, D, StatsConfig(bootstrap=3, seed=2, calibration_key=key))
+            got[label, key] = w.table("ad_position")
+    t = TABLES["ad_position"]
+    keys = (["dt"] if t.per_day else []) + list(t.keys)
+    for key in ("context_id", "context:f"):
+        a = got["by value", key].sort_values(keys).reset_index(drop=True)
+        b = got["one aggregation", key].sort_values(keys).reset_index(drop=True)
+        assert list(a.columns) == list(b.columns) and len(a) > 10
+        for col in a.columns:
+            if col in ("m_boot", "c_boot"):
+                assert np.allclose(np.vstack(a[col]), np.vstack(b[col]), rtol=1e-12, atol=0), col
+            elif a[col].dtype.kind in "fi":
+                assert np.allclose(a[col], b[col], rtol=1e-12, atol=0, equal_nan=True), col
+            else:
+                assert a[col].astype(str).equals(b[col].astype(str)), col

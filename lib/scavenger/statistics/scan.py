@@ -28,6 +28,7 @@ STATS_VERSION = 5   # 3: one pass in SQL (partial slates, folds, check tables); 
 #                     factored sums and extra positions (wide columns for the positions most rows hold)
 WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
 WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it
+BY_VALUE_EVENTS = 20  # ad_position sums per scope-key value first when the values average >= 20 events each
 LOG_TABLES = ("log_summary", "ad_position", "slate_actions", "context_cells", "pair_strata", "calibration_cells")
 DECISION_TABLES = ("policy_events", "base_targets", "slate_moments", "slate_targets", "factored", "factored_sq",
                    "target_placements")
@@ -115,8 +116,11 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     big = {}
     if K > 0:
         tables["log_summary"] = engine.fetch(T.log_summary(K, Kw), "log_summary")
+        strat = "context_id" if stratum == "context_id" else "stratum"
+        probe = engine.fetch(T.stratum_count(strat), "stratum_count")
+        n, values = (float(pd.to_numeric(probe[c], errors="coerce").fillna(0).iloc[0]) for c in ("n", "strata"))
         tables["ad_position"] = engine.fetch(
-            T.ad_position(Kw, config.bootstrap, config.seed, "context_id" if stratum == "context_id" else "stratum"),
+            T.ad_position(Kw, config.bootstrap, config.seed, strat, by_value=values * BY_VALUE_EVENTS <= n),
             "ad_position")
         if "context_cells" in wanted:
             tables["context_cells"] = engine.fetch(T.context_cells(), "context_cells")

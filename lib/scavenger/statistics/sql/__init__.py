@@ -10,7 +10,7 @@ for; the SQL text itself is here and nowhere else. Relations they read and write
     scv_dups      rows whose event_id repeats, ranked                          (materialized, small)
     scv_prior     event-id hashes of earlier stored days                       (stored, optional)
     scv_events    + DUPLICATE_EVENT_ID and ``clean``                           (view)
-    scv_flat      clean events with slot k as columns a_k, mu_k, w_k, h_k      (view)
+    scv_flat      clean events with slot k as columns a_k, mu_k, w_k; xs       (materialized)
     scv_dec       the day's decisions as read, conformed                       -- the one read
     scv_qkeys     (event_id, dt) of quarantined log rows                       (materialized, small)
     scv_dup_dec_hashes  hashes of decision keys that repeat                    (materialized, small)

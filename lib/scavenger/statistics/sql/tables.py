@@ -48,7 +48,15 @@ SELECT dt, logging_policy, count(1) AS n_events, CAST(sum(n_slots) AS BIGINT) AS
 FROM scv_flat GROUP BY dt, logging_policy"""
 
 
-def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "context_id") -> str:
+def stratum_count(stratum: str = "context_id") -> str:
+    """Clean events and (approximately) the distinct values of the calibration scope key: whether ad_position sums
+    per value first (:func:`ad_position`, ``by_value``)."""
+    strat = "coalesce(context_id, '<null>')" if stratum == "context_id" else stratum
+    return f"SELECT count(1) AS n, approx_count_distinct({strat}) AS strata FROM scv_flat"
+
+
+def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "context_id",
+                by_value: bool = True) -> str:
     """(dt, logging_policy, fold, ad_id, position): m = impressions M(a,i), c = clicks C(a,i) (sum of slot
     rewards), c2 = sum of squared slot rewards (seed 001 section 4.3), ev = sum over the impressions of 1 / (slots
     the event holds) (events, counted once over all the ads they show); for check e the logged propensities
@@ -57,12 +65,15 @@ def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "cont
     Poisson(1) weights per event.
 
     Two aggregations: the sums per (cell, stratum value) first, then the cells with the stratum's min/max over
-    those few rows. A text min/max has no fixed-width buffer, so Spark aggregates it by sorting every impression
-    (4M events: 7.6 s in one aggregation, 2.8 s in two; DuckDB the same either way)."""
+    those few rows (``by_value``). A text min/max has no fixed-width buffer, so Spark aggregates it by sorting every
+    impression (4M events over 100 contexts: 7.6-8.7 s in one aggregation, 2.8-4.6 s in two; DuckDB 0.6 s either
+    way). With nearly one value per event the first step does not shrink the rows (Spark: 7.3-10.2 s in one
+    aggregation, 17.2-21.3 s in two), so the scan sums per value only when the values are few
+    (:func:`stratum_count`, scan.BY_VALUE_EVENTS)."""
     from .logs import held_slots
 
     src = "scv_flat"
-    boot_inner, boot_outer = "", ""
+    boot_inner, boot_outer, boot_one = "", "", ""
     if bootstrap > 0:
         draws = [_poisson(seed, b) for b in range(bootstrap)]
         # bu_b, bw_b: the replicate's uniform and Poisson weight (names apart from the flat slot columns w_k)
@@ -72,6 +83,9 @@ def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "cont
         boot_outer = (", array(" + ", ".join(f"CAST(sum(mb_{b}) AS BIGINT)" for b in range(bootstrap))
                       + ") AS m_boot, array(" + ", ".join(f"sum(cb_{b})" for b in range(bootstrap))
                       + ") AS c_boot")
+        boot_one = (", array(" + ", ".join(f"CAST(sum(bw_{b}) AS BIGINT)" for b in range(bootstrap))
+                    + ") AS m_boot, array(" + ", ".join(f"sum(bw_{b} * s.reward)" for b in range(bootstrap))
+                    + ") AS c_boot")
         src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*, {boot_cols} FROM scv_flat) e)"
     strat = "coalesce(context_id, '<null>')" if stratum == "context_id" else stratum
     # ew = 1 / (slots the event holds): summed over an ad's impressions (ev) and then over the ads of a set, it
@@ -79,6 +93,15 @@ def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "cont
     keep = (f"dt, logging_policy, fold, {strat} AS stratum, 1D / greatest(n_slots, 1) AS ew"
             + "".join(f", bw_{b}" for b in range(bootstrap)))
     cell = "dt, logging_policy, fold, ad_id, position"
+    if not by_value:
+        return f"""
+SELECT dt, logging_policy, fold, s.ad_id AS ad_id, s.position AS position,
+  count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2, sum(ew) AS ev,
+  count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, max(s.propensity) AS max_p,
+  min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_one}
+FROM (SELECT {keep}, explode({held_slots(Kw)}) AS s FROM {src} f) slots
+WHERE s.ad_id IS NOT NULL
+GROUP BY dt, logging_policy, fold, s.ad_id, s.position"""
     return f"""
 SELECT {cell}, CAST(sum(m) AS BIGINT) AS m, sum(c) AS c, sum(c2) AS c2, sum(ev) AS ev,
   CAST(sum(n_p) AS BIGINT) AS n_p, sum(sum_p) AS sum_p, min(min_p) AS min_p, max(max_p) AS max_p,
