@@ -116,12 +116,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     big = {}
     if K > 0:
         tables["log_summary"] = engine.fetch(T.log_summary(K, Kw), "log_summary")
-        strat = "context_id" if stratum == "context_id" else "stratum"
-        probe = engine.fetch(T.stratum_count(strat), "stratum_count")
-        n, values = (float(pd.to_numeric(probe[c], errors="coerce").fillna(0).iloc[0]) for c in ("n", "strata"))
-        tables["ad_position"] = engine.fetch(
-            T.ad_position(Kw, config.bootstrap, config.seed, strat, by_value=values * BY_VALUE_EVENTS <= n),
-            "ad_position")
+        tables["ad_position"] = _ad_position(engine, Kw, config, stratum)
         if "context_cells" in wanted:
             tables["context_cells"] = engine.fetch(T.context_cells(), "context_cells")
         if "pair_strata" in wanted and K > 1:
@@ -135,41 +130,62 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     big["event_ids"] = _keep(engine, f"scv_{batch}_event_ids", L.event_ids())
     policies = 0
     if decisions is not None or derived:
-        parts = []
-        if decisions is not None:
-            engine.read("scv_dec_in", decisions, load_contract(DECISIONS), days)
-            if config.policies:          # --policies: the others are never joined (nor counted against the limit)
-                engine.register_frame("scv_selected", pd.DataFrame({"policy_id": list(config.policies)}))
-                parts.append("SELECT * FROM scv_dec_in WHERE policy_id IN (SELECT policy_id FROM scv_selected)")
-            else:
-                parts.append("SELECT * FROM scv_dec_in")
-        parts += [f"SELECT * FROM ({sql}) d{i}" for i, sql in enumerate(derived or [])]
-        engine.view("scv_dec", " UNION ALL ".join(parts))
-        policies = int(engine.fetch(D.policy_count(), "policy_count")["policies"].iloc[0] or 0)
-        if policies > config.max_policies:
-            raise UsageError(f"the decisions hold {policies} target policies, more than the limit of "
-                             f"{config.max_policies}: choose some with --policies (or raise --max-policies)")
-        engine.materialize("scv_qkeys", D.qkeys())
-        engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
-        engine.materialize("scv_dup_dec", D.duplicate_decisions())
-        engine.materialize("scv_joined", D.joined(cfg, K, Kw))
-        dec_counts = engine.fetch(D.decision_counts(Kw), "decision_counts")
-        tables["decision_counts"] = dec_counts
-        if quarantine_dir:
-            n = int(dec_counts["quarantined"].sum()) if len(dec_counts) else 0
-            _write_quarantine(engine, D.quarantined(run_id), f"{quarantine_dir}/decisions", days, n)
-        if K > 0:
-            extras = engine.fetch(DT.policy_extras(Kw), "policy_extras") if K > Kw else None
-            tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K, Kw), "policy_groups"), extras, K))
-            tables.update(split_factored(engine.fetch(DT.factored(Kw), "factored")))
-            tables["target_placements"] = engine.fetch(DT.target_placements(Kw), "target_placements")
-            if "slate_targets" in wanted:
-                big["slate_targets"] = _keep(engine, f"scv_{batch}_slate_targets", DT.slate_targets(Kw))
+        policies = _decision_tables(engine, decisions, derived, days, config, (K, Kw), wanted, quarantine_dir,
+                                    run_id, batch, tables, big)
     engine.release()
     note(f"scanned {len(days)} day(s): K={K}, {int(log_counts['rows'].sum()) if len(log_counts) else 0} log rows")
     return ScanResult(tables=tables, big=big, counts={"logs": log_counts,
                                                       "decisions": tables.get("decision_counts")}, K=K,
                       policies=policies, Kw=Kw)
+
+
+def _ad_position(engine, Kw: int, config: StatsConfig, stratum: str) -> pd.DataFrame:
+    """ad_position, summed per value of the scope key first when its values average BY_VALUE_EVENTS events or more
+    (tables.ad_position: the two shapes give the same table)."""
+    strat = "context_id" if stratum == "context_id" else "stratum"
+    probe = engine.fetch(T.stratum_count(strat), "stratum_count")
+    n, values = (float(pd.to_numeric(probe[c], errors="coerce").fillna(0).iloc[0]) for c in ("n", "strata"))
+    return engine.fetch(T.ad_position(Kw, config.bootstrap, config.seed, strat,
+                                      by_value=values * BY_VALUE_EVENTS <= n), "ad_position")
+
+
+def _decision_tables(engine, decisions, derived, days, config: StatsConfig, sizes: tuple, wanted: set,
+                     quarantine_dir, run_id: str, batch: str, tables: dict, big: dict) -> int:
+    """The decisions' side of the pass: read them once, join them once to the clean flat events, and add their
+    tables to ``tables`` / ``big``. Returns the number of target policies."""
+    K, Kw = sizes
+    cfg = config.rules
+    parts = []
+    if decisions is not None:
+        engine.read("scv_dec_in", decisions, load_contract(DECISIONS), days)
+        if config.policies:          # --policies: the others are never joined (nor counted against the limit)
+            engine.register_frame("scv_selected", pd.DataFrame({"policy_id": list(config.policies)}))
+            parts.append("SELECT * FROM scv_dec_in WHERE policy_id IN (SELECT policy_id FROM scv_selected)")
+        else:
+            parts.append("SELECT * FROM scv_dec_in")
+    parts += [f"SELECT * FROM ({sql}) d{i}" for i, sql in enumerate(derived or [])]
+    engine.view("scv_dec", " UNION ALL ".join(parts))
+    policies = int(engine.fetch(D.policy_count(), "policy_count")["policies"].iloc[0] or 0)
+    if policies > config.max_policies:
+        raise UsageError(f"the decisions hold {policies} target policies, more than the limit of "
+                         f"{config.max_policies}: choose some with --policies (or raise --max-policies)")
+    engine.materialize("scv_qkeys", D.qkeys())
+    engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
+    engine.materialize("scv_dup_dec", D.duplicate_decisions())
+    engine.materialize("scv_joined", D.joined(cfg, K, Kw))
+    dec_counts = engine.fetch(D.decision_counts(Kw), "decision_counts")
+    tables["decision_counts"] = dec_counts
+    if quarantine_dir:
+        n = int(dec_counts["quarantined"].sum()) if len(dec_counts) else 0
+        _write_quarantine(engine, D.quarantined(run_id), f"{quarantine_dir}/decisions", days, n)
+    if K > 0:
+        extras = engine.fetch(DT.policy_extras(Kw), "policy_extras") if K > Kw else None
+        tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K, Kw), "policy_groups"), extras, K))
+        tables.update(split_factored(engine.fetch(DT.factored(Kw), "factored")))
+        tables["target_placements"] = engine.fetch(DT.target_placements(Kw), "target_placements")
+        if "slate_targets" in wanted:
+            big["slate_targets"] = _keep(engine, f"scv_{batch}_slate_targets", DT.slate_targets(Kw))
+    return policies
 
 
 def wide_positions(profile: pd.DataFrame, K: int) -> int:
