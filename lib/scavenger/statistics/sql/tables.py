@@ -73,49 +73,48 @@ def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "cont
     from .logs import held_slots
 
     src = "scv_flat"
-    boot_inner, boot_outer, boot_one = "", "", ""
     if bootstrap > 0:
         draws = [_poisson(seed, b) for b in range(bootstrap)]
         # bu_b, bw_b: the replicate's uniform and Poisson weight (names apart from the flat slot columns w_k)
         boot_cols = ", ".join(f"{u} AS bu_{b}" for b, (_, u) in enumerate(draws))
         weights = ", ".join(f"{w} AS bw_{b}" for b, (w, _) in enumerate(draws))
-        boot_inner = "".join(f", sum(bw_{b}) AS mb_{b}, sum(bw_{b} * s.reward) AS cb_{b}" for b in range(bootstrap))
-        boot_outer = (", array(" + ", ".join(f"CAST(sum(mb_{b}) AS BIGINT)" for b in range(bootstrap))
-                      + ") AS m_boot, array(" + ", ".join(f"sum(cb_{b})" for b in range(bootstrap))
-                      + ") AS c_boot")
-        boot_one = (", array(" + ", ".join(f"CAST(sum(bw_{b}) AS BIGINT)" for b in range(bootstrap))
-                    + ") AS m_boot, array(" + ", ".join(f"sum(bw_{b} * s.reward)" for b in range(bootstrap))
-                    + ") AS c_boot")
         src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*, {boot_cols} FROM scv_flat) e)"
     strat = "coalesce(context_id, '<null>')" if stratum == "context_id" else stratum
     # ew = 1 / (slots the event holds): summed over an ad's impressions (ev) and then over the ads of a set, it
     # counts the events that showed them (factored.stratum_weights: the events of an eligibility stratum)
     keep = (f"dt, logging_policy, fold, {strat} AS stratum, 1D / greatest(n_slots, 1) AS ew"
             + "".join(f", bw_{b}" for b in range(bootstrap)))
-    cell = "dt, logging_policy, fold, ad_id, position"
-    if not by_value:
-        return f"""
-SELECT dt, logging_policy, fold, s.ad_id AS ad_id, s.position AS position,
-  count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2, sum(ew) AS ev,
-  count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, max(s.propensity) AS max_p,
-  min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_one}
-FROM (SELECT {keep}, explode({held_slots(Kw)}) AS s FROM {src} f) slots
+    sums = ("count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2, sum(ew) AS ev,\n"
+            "  count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, "
+            "max(s.propensity) AS max_p")
+    impressions = f"""FROM (SELECT {keep}, explode({held_slots(Kw)}) AS s FROM {src} f) slots
 WHERE s.ad_id IS NOT NULL
 GROUP BY dt, logging_policy, fold, s.ad_id, s.position"""
+    cell = "dt, logging_policy, fold, s.ad_id AS ad_id, s.position AS position"
+    if not by_value:
+        return f"""
+SELECT {cell}, {sums},
+  min(stratum) AS stratum_min, max(stratum) AS stratum_max{_boot_arrays(bootstrap, "bw_{b}", "bw_{b} * s.reward")}
+{impressions}"""
+    per_value = "".join(f", sum(bw_{b}) AS mb_{b}, sum(bw_{b} * s.reward) AS cb_{b}" for b in range(bootstrap))
     return f"""
-SELECT {cell}, CAST(sum(m) AS BIGINT) AS m, sum(c) AS c, sum(c2) AS c2, sum(ev) AS ev,
-  CAST(sum(n_p) AS BIGINT) AS n_p, sum(sum_p) AS sum_p, min(min_p) AS min_p, max(max_p) AS max_p,
-  min(stratum) AS stratum_min, max(stratum) AS stratum_max{boot_outer}
+SELECT dt, logging_policy, fold, ad_id, position, CAST(sum(m) AS BIGINT) AS m, sum(c) AS c, sum(c2) AS c2,
+  sum(ev) AS ev, CAST(sum(n_p) AS BIGINT) AS n_p, sum(sum_p) AS sum_p, min(min_p) AS min_p, max(max_p) AS max_p,
+  min(stratum) AS stratum_min, max(stratum) AS stratum_max{_boot_arrays(bootstrap, "mb_{b}", "cb_{b}")}
 FROM (
-  SELECT dt, logging_policy, fold, s.ad_id AS ad_id, s.position AS position, stratum,
-    count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2, sum(ew) AS ev,
-    count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, max(s.propensity) AS max_p
-    {boot_inner}
-  FROM (SELECT {keep}, explode({held_slots(Kw)}) AS s FROM {src} f) slots
-  WHERE s.ad_id IS NOT NULL
-  GROUP BY dt, logging_policy, fold, s.ad_id, s.position, stratum
+  SELECT {cell}, stratum, {sums}{per_value}
+  {impressions}, stratum
 ) cells
-GROUP BY {cell}"""
+GROUP BY dt, logging_policy, fold, ad_id, position"""
+
+
+def _boot_arrays(bootstrap: int, m: str, c: str) -> str:
+    """The bootstrap columns m_boot, c_boot: arrays of sum(m), sum(c) over the replicates b (``m``, ``c``: the
+    summed expressions with ``{b}`` for the replicate)."""
+    if bootstrap <= 0:
+        return ""
+    return (", array(" + ", ".join(f"CAST(sum({m.format(b=b)}) AS BIGINT)" for b in range(bootstrap))
+            + ") AS m_boot, array(" + ", ".join(f"sum({c.format(b=b)})" for b in range(bootstrap)) + ") AS c_boot")
 
 
 def slate_actions(Kw: int) -> str:
