@@ -1,7 +1,9 @@
 """The queries a user would write instead of scavenger: one DuckDB query and one Spark SQL query that read the logs
-and the decisions, join them on (dt, event_id), and compute the pseudoinverse estimate with the sums its variance
-needs (r G and the K^2 second moments of Y), for slates of K slots (slot k = the k-th element of the slots sorted
-by position). Run as scripts they print one JSON line: seconds of the query, seconds in all, and the PI value.
+and the decisions, join them on (dt, event_id), and compute per target policy the pseudoinverse estimate with the
+sums its variance needs (r G and the K^2 second moments of Y), for slates of K slots (slot k = the k-th element of
+the slots sorted by position). Run as scripts they print one JSON line: seconds of the query, seconds in all, the
+number of policies, and the PI value of the first policy in name order (the one benchmarks/run evaluates when there
+is one).
 
     python benchmarks/references.py duckdb LOGS DECISIONS K
     python benchmarks/references.py spark LOGS DECISIONS K      # local[*], Spark's default settings
@@ -29,10 +31,10 @@ def spark_sql(logs: str, decisions: str, K: int) -> str:
 WITH l AS (SELECT dt, event_id, sort_array(slots) AS s,
                   coalesce(slate_reward, aggregate(slots, 0D, (acc, x) -> acc + coalesce(x.reward, 0D))) AS r
            FROM {logs}),
-     d AS (SELECT dt, event_id, sort_array(slots) AS p FROM {decisions}),
-     y AS (SELECT r, {ys} FROM l JOIN d ON l.dt = d.dt AND l.event_id = d.event_id)
-SELECT avg(r * (1 - {K} + {g})) AS pi, stddev_samp(r * (1 - {K} + {g})) AS sd, count(1) AS n, {moments}
-FROM y"""
+     d AS (SELECT dt, event_id, policy_id, sort_array(slots) AS p FROM {decisions}),
+     y AS (SELECT policy_id, r, {ys} FROM l JOIN d ON l.dt = d.dt AND l.event_id = d.event_id)
+SELECT policy_id, avg(r * (1 - {K} + {g})) AS pi, stddev_samp(r * (1 - {K} + {g})) AS sd, count(1) AS n, {moments}
+FROM y GROUP BY policy_id ORDER BY policy_id"""
 
 
 def duckdb_query(logs: str, decisions: str, K: int) -> dict:
@@ -49,12 +51,19 @@ def duckdb_query(logs: str, decisions: str, K: int) -> dict:
 WITH l AS (SELECT dt, event_id, list_sort(slots) AS s,
                   coalesce(slate_reward, list_sum(list_transform(slots, lambda x: coalesce(x.reward, 0)))) AS r
            FROM {src(logs)}),
-     d AS (SELECT dt, event_id, list_sort(slots) AS p FROM {src(decisions)}),
-     y AS (SELECT r, {ys} FROM l JOIN d USING (dt, event_id))
-SELECT avg(r * (1 - {K} + {g})), stddev_samp(r * (1 - {K} + {g})), count(*), {moments} FROM y"""
+     d AS (SELECT dt, event_id, policy_id, list_sort(slots) AS p FROM {src(decisions)}),
+     y AS (SELECT policy_id, r, {ys} FROM l JOIN d USING (dt, event_id))
+SELECT policy_id, avg(r * (1 - {K} + {g})), stddev_samp(r * (1 - {K} + {g})), count(*), {moments}
+FROM y GROUP BY policy_id ORDER BY policy_id"""
     t = time.perf_counter()
-    row = con.execute(q).fetchall()[0]
-    return {"query_seconds": time.perf_counter() - t, "pi": row[0], "n": row[2]}
+    rows = con.execute(q).fetchall()
+    return _result(time.perf_counter() - t, rows)
+
+
+def _result(seconds: float, rows: list) -> dict:
+    """The JSON line: rows are (policy_id, pi, sd, n, ...) per policy in name order."""
+    return {"query_seconds": seconds, "policies": len(rows), "policy_id": rows[0][0] if rows else None,
+            "pi": rows[0][1] if rows else None, "n": sum(r[3] for r in rows)}
 
 
 def spark_query(logs: str, decisions: str, K: int) -> dict:
@@ -65,8 +74,8 @@ def spark_query(logs: str, decisions: str, K: int) -> dict:
     spark.read.parquet(logs).createOrReplaceTempView("logs")
     spark.read.parquet(decisions).createOrReplaceTempView("decisions")
     t = time.perf_counter()
-    row = spark.sql(spark_sql("logs", "decisions", K)).collect()[0]
-    out = {"query_seconds": time.perf_counter() - t, "pi": row[0], "n": row[2]}
+    rows = [tuple(r) for r in spark.sql(spark_sql("logs", "decisions", K)).collect()]
+    out = _result(time.perf_counter() - t, rows)
     spark.stop()
     return out
 

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "benchmarks" / "run"
 EVENTS, DAYS, INC_PER_DAY = 3000, 3, 100
 EXPECTED = {("evaluate", "duckdb", 1), ("evaluate", "duckdb", 8), ("reference", "duckdb", 1),
-            ("reference", "spark", 1), ("incremental", "duckdb", 1), ("one_day", "duckdb", 1),
-            ("long_row", "duckdb", 1)}
+            ("reference", "spark", 1), ("reference", "duckdb", 8), ("reference", "spark", 8),
+            ("incremental", "duckdb", 1), ("one_day", "duckdb", 1), ("long_row", "duckdb", 1)}
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,9 @@ def test_run_exits_0_with_every_step_in_csv_and_json(bench):
     assert notes[("evaluate", "duckdb", 1)] == "engine duckdb"
     assert notes[("evaluate", "duckdb", 8)] == "8 policies"   # eight targets really are eight policies
     assert notes[("long_row", "duckdb", 1)] == "K = 64"       # the one 64-slot row really widened the logs
+    for e in ("duckdb", "spark"):                             # the references group by policy
+        assert notes[("reference", e, 1)].endswith(", 1 policies") and notes[("reference", e, 8)].endswith(
+            ", 8 policies")
     assert bench["payload"]["config"]["events"] == EVENTS and bench["payload"]["machine"]["cores"] >= 1
 
 
@@ -78,6 +81,10 @@ def test_verdicts_compare_each_figure_with_its_target(bench):
         line = next((v for v in verdicts if what in v), None)
         assert line is not None and line.rstrip().endswith(("-> met", "-> not met")), (what, verdicts)
         assert line in bench["stdout"]
+    for what in ("the hand-written duckdb query itself, 8 policies / 1 policy",
+                 "evaluate / hand-written duckdb query, both with 8 policies"):
+        line = next((v for v in verdicts if what in v), None)
+        assert line is not None and line.rstrip().endswith("x") and line in bench["stdout"], (what, verdicts)
 
 
 def test_reference_queries_equal_scavenger_slate_pi(bench):
@@ -91,6 +98,12 @@ def test_reference_queries_equal_scavenger_slate_pi(bench):
     assert result["counts"]["logs"]["rows_used"] == EVENTS and result["counts"]["policies"] == 1
     ev8 = json.loads((bench["work"] / "ev8-duckdb" / "result.json").read_text())
     assert ev8["counts"]["policies"] == 8 and ev8["counts"]["logs"]["rows_used"] == EVENTS
+    # with eight policies each reference reports its first policy in name order: scavenger's slate_pi of it
+    est = pd.read_parquet(bench["work"] / "ev8-duckdb" / "estimates")
+    pis = est[est["estimator"] == "slate_pi"].set_index("policy_id")["value"].sort_index()
+    assert len(pis) == 8
+    for e in ("duckdb", "spark"):
+        assert rows[("reference", e, 8)]["value"] == pytest.approx(pis.iloc[0], rel=1e-9)
 
 
 def test_incremental_reads_exactly_the_new_day_and_equals_a_rescan(bench, tmp_path):
