@@ -103,7 +103,7 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
         stored = background.submit(_load_merged, store, {d: manifests[d] for d in loaded}) if loaded else None
         K, Kw, runs, big_parts = _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, run_id,
                                                derived, missing, manifests, per_day, batch_days,
-                                               (logs_fp, dec_fp, wanted))
+                                               (logs_fp, dec_fp))
         stored_days, stored_merged = stored.result() if stored is not None else ({}, {})
     per_day.update(stored_days)
     if store and loaded:
@@ -140,7 +140,7 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
                   per_day, batch_days, fps) -> tuple:
     """One pass per batch of the missing days: their tables into ``per_day`` and the store, their big relations
     returned as parts. Returns (K, Kw, batches, {big table: [relations]})."""
-    logs_fp, dec_fp, wanted = fps
+    logs_fp, dec_fp = fps
     stored = set(store.stored_days()) if store else set()
     big_parts: dict = {name: [] for name in BIG_COLUMNS}
     K = max([int(m.get("K", 0)) for m in manifests.values()] or [0])
@@ -162,7 +162,7 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
         for name, rel in res.big.items():
             big_parts[name].append(rel)
         if store:
-            _store_batch(engine, store, batch, per_day, res, logs_fp, dec_fp, wanted, run_id)
+            _store_batch(engine, store, batch, per_day, res, logs_fp, dec_fp, run_id)
     return K, Kw, runs, big_parts
 
 
@@ -219,8 +219,9 @@ def _split(tables: dict, batch: list) -> dict:
     return out
 
 
-def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, wanted, run_id) -> None:
-    """Write the batch's days: small tables, big tables (by the engine), then each day's manifest."""
+def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run_id) -> None:
+    """Write the batch's days: small tables, big tables (by the engine), then each day's manifest (the tables the
+    day holds)."""
     from ..io import fs
 
     for d in batch:
@@ -230,25 +231,5 @@ def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, wan
         engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", fs.join(store.uri, name), batch)
     for d in batch:
         present = set(per_day[d]) | set(res.big)
-        store.write_manifest(d, logs_fp[d], dec_fp[d], present & wanted | (present - set(TABLES)) | present,
-                             {"K": res.K, "run_id": run_id})
+        store.write_manifest(d, logs_fp[d], dec_fp[d], present, {"K": res.K, "run_id": run_id})
 
-
-def tables_of(logs, decisions=None, config: StatsConfig = StatsConfig(), plan=None) -> dict:
-    """The merged statistics tables of in-memory inputs (Spark DataFrames, pandas/pyarrow tables, or paths) over
-    every day they hold, through the same pass (policies/ uses it on the frames it builds)."""
-    from ..engines import choose, open_engine
-    from ..pipelines.common import describe_inputs, window_dates
-    from .scan import ScanPlan
-
-    inputs = describe_inputs(logs, decisions)
-    name, why = choose("auto", inputs.all())
-    spark = next((s.obj.sparkSession for s in inputs.all() if s.kind == "spark"), None)
-    engine = open_engine(name, why, spark=spark)
-    try:
-        dates = window_dates(engine, inputs)
-        stats = window_statistics(engine, inputs.logs, inputs.decisions, dates,
-                                  plan or ScanPlan(False, False, False), config)
-        return dict(stats.tables)
-    finally:
-        engine.close()
