@@ -175,8 +175,9 @@ def _factored_run(args: list, out) -> tuple[dict, pd.DataFrame]:
     return res, est
 
 
-def test_stored_adc_table_and_reuse(dataset, tmp_path):
+def test_stored_adc_table_and_reuse(dataset, cli_run, tmp_path):
     data, logs, decs, root = dataset
+    assert cli_run[0] == 0                  # the window's days are in the store (root/st) the CLI run wrote
     assert main(["adc", "--gate", "off", "--logs", logs, "--out", str(tmp_path / "adc")]) == 0
     # a stored ADC table with known coefficients: the factored value follows it without a rescan
     table = pd.DataFrame({"position": [1, 2, 3], "method": "given", "coefficient": [1.0, 0.5, 0.25]})
