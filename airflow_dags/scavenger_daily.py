@@ -62,12 +62,13 @@ with DAG(
         import sys
 
         from scavenger_airflow import config as C
+        from scavenger_airflow import plans as P
         from scavenger_airflow.runtime import load_config
 
         cfg = load_config()
         if params and params.get("engine"):
             cfg = C.validate_config({**cfg, "engine": params["engine"]})
-        return C.daily_plan(cfg, ds, python=sys.executable, run_id=run_id)
+        return P.daily_plan(cfg, ds, python=sys.executable, run_id=run_id)
 
     @task
     def registry_jobs(jobs: list):

@@ -17,6 +17,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG, Param, task
 from scavenger_airflow import config as C
+from scavenger_airflow import plans as P
 from scavenger_airflow.operators import ScavengerSparkSubmitOperator
 
 SPARK_CONN_ID = os.environ.get("SCAVENGER_SPARK_CONN_ID", "spark_default")
@@ -80,7 +81,7 @@ with DAG(
             checked = C.evaluate_params(dict(params))
             digest = hashlib.sha256(json.dumps(checked, sort_keys=True).encode()).hexdigest()[:12]
             key = f"{checked['date_from']}_{checked['date_to']}_{digest}"
-            return C.evaluate_plan(cfg, checked, key, python=sys.executable)
+            return P.evaluate_plan(cfg, checked, key, python=sys.executable)
         except C.ConfigError as exc:
             raise AirflowFailException(f"invalid params: {exc}") from None
 

@@ -27,6 +27,7 @@ pytest.importorskip("airflow.providers.apache.spark.operators.spark_submit")
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: E402
 from airflow.sdk import CronDataIntervalTimetable  # noqa: E402
 from scavenger_airflow import config as C  # noqa: E402
+from scavenger_airflow import plans as P  # noqa: E402
 from scavenger_airflow.operators import ScavengerSparkSubmitOperator  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:GitWildMatchPattern:DeprecationWarning")  # Airflow's own
@@ -222,7 +223,7 @@ def test_daily_plan_argv_for_one_dt():
                      {"name": "alt", "decisions": "wh.alt_decisions"}],
         "estimators": ["slate_pi", "slate_ips"], "prior_mean": 0.25, "adc_method": "naive",
         "spark_conf": {"spark.executor.memory": "4g"}, "report": "off"}))
-    plan = C.daily_plan(cfg, "2026-03-10", python="/usr/bin/python3", run_id="scheduled__2026-03-10T00:00:00+00:00")
+    plan = P.daily_plan(cfg, "2026-03-10", python="/usr/bin/python3", run_id="scheduled__2026-03-10T00:00:00+00:00")
     rid = ["--run-id", "scheduled__2026-03-10T00:00:00+00:00"]
     conf = {"spark.pyspark.python": "/usr/bin/python3", "spark.pyspark.driver.python": "/usr/bin/python3",
             "spark.executor.memory": "4g"}
@@ -254,10 +255,10 @@ def test_engine_and_catalog_reach_every_job():
     """engine duckdb: each job runs in a local process with --engine duckdb; catalog: --catalog on the jobs that
     write result tables; the daily DAG's param engine overrides the config per run."""
     base = {"root": "/srv/out", "repo": "/opt/scavenger", "logs": "/wh/logs"}
-    duck = C.daily_plan(C.merge_config(None, json.dumps({**base, "engine": "duckdb"})), "2026-03-10")
+    duck = P.daily_plan(C.merge_config(None, json.dumps({**base, "engine": "duckdb"})), "2026-03-10")
     for step in (duck["validate"], duck["adc"], *duck["stats"], *duck["evaluate"], duck["report"]):
         assert step["engine"] == "duckdb" and step["application_args"][-2:] == ["--engine", "duckdb"]
-    cat = C.daily_plan(C.merge_config(None, json.dumps({**base, "catalog": "scv"})), "2026-03-10")
+    cat = P.daily_plan(C.merge_config(None, json.dumps({**base, "catalog": "scv"})), "2026-03-10")
     for step in (cat["validate"], cat["adc"], *cat["evaluate"]):
         assert step["application_args"][-2:] == ["--catalog", "scv"]
     with pytest.raises(C.ConfigError, match="catalog"):
@@ -278,13 +279,13 @@ def test_report_absence_is_tolerated_only_by_config(tmp_path):
     (repo / "jobs").mkdir(parents=True)
     (repo / "jobs" / "report.py").write_text("")
     base = {"root": str(tmp_path / "out"), "repo": str(repo)}
-    required = C.daily_plan(C.merge_config(None, json.dumps({**base, "report": "required"})), "2026-03-10")
+    required = P.daily_plan(C.merge_config(None, json.dumps({**base, "report": "required"})), "2026-03-10")
     assert required["report"]["skip_reason"] == ""  # runs (and fails loudly if the job is missing)
-    lenient = C.daily_plan(C.merge_config(None, json.dumps({**base, "report": "if_available"})), "2026-03-10")
+    lenient = P.daily_plan(C.merge_config(None, json.dumps({**base, "report": "if_available"})), "2026-03-10")
     assert "does not exist in this checkout" in lenient["report"]["skip_reason"]
     (repo / "lib" / "scavenger" / "commands").mkdir(parents=True)
     (repo / "lib" / "scavenger" / "commands" / "report.py").write_text("")
-    present = C.daily_plan(C.merge_config(None, json.dumps({**base, "report": "if_available"})), "2026-03-10")
+    present = P.daily_plan(C.merge_config(None, json.dumps({**base, "report": "if_available"})), "2026-03-10")
     assert present["report"]["skip_reason"] == ""
 
 
@@ -298,22 +299,22 @@ def test_enums_and_flags_match_the_jobs():
 
     cfg = C.merge_config(None, json.dumps({"estimators": list(C.ESTIMATORS), "prior_mean": 1.5,
                                            "adc_method": "heuristic"}))
-    step = C.daily_plan(cfg, "2026-03-10", run_id="r1")["evaluate"][0]
+    step = P.daily_plan(cfg, "2026-03-10", run_id="r1")["evaluate"][0]
     args = build_parser().parse_args(["evaluate", *step["application_args"]])
     assert args.estimators.split(",") == list(C.ESTIMATORS)
     assert (args.prior_mean, args.adc_method, args.run_id) == (1.5, "heuristic", "r1")
     assert args.date_from == "2026-03-04" and args.date_to == "2026-03-10"
     cfg = C.merge_config(None, json.dumps({"validate": {"great_expectations": False, "checks": "a,d",
                                                         "cramers_v_max": 0.2}}))
-    plan = C.daily_plan(cfg, "2026-03-10")
+    plan = P.daily_plan(cfg, "2026-03-10")
     v = build_parser().parse_args(["validate", *plan["validate"]["application_args"]])
     assert (v.no_great_expectations, v.checks, v.cramers_v_max, v.date_from, v.date_to) == \
         (True, "a,d", 0.2, "2026-03-10", "2026-03-10")
     a = build_parser().parse_args(["adc", *plan["adc"]["application_args"]])
-    assert (a.date_from, a.date_to, a.stats_dir) == ("2026-03-04", "2026-03-10", C.stores(cfg)["logs"])
-    if C.job_exists(cfg, "report"):
+    assert (a.date_from, a.date_to, a.stats_dir) == ("2026-03-04", "2026-03-10", P.stores(cfg)["logs"])
+    if P.job_exists(cfg, "report"):
         r = build_parser().parse_args(["report", *plan["report"]["application_args"]])
-        assert (r.root, r.dt, r.out) == (cfg["root"], "2026-03-10", C.out_dir(cfg, "report", "2026-03-10"))
+        assert (r.root, r.dt, r.out) == (cfg["root"], "2026-03-10", P.out_dir(cfg, "report", "2026-03-10"))
 
 
 def test_example_config_file_is_valid_and_read_from_the_env(tmp_path, monkeypatch):

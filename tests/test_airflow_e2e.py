@@ -41,6 +41,7 @@ if _MISSING:
 
 import pendulum  # noqa: E402
 from scavenger_airflow import config as C  # noqa: E402
+from scavenger_airflow import plans as P  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e,
               pytest.mark.filterwarnings("ignore:GitWildMatchPattern:DeprecationWarning"),
@@ -107,7 +108,7 @@ def _config(sim: Path, root: Path, logs: str) -> dict:
             "validate": {"great_expectations": False, "checks": "a,b,c,e"},
             "spark_conf": {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
                            "spark.ui.enabled": "false"},
-            "report": "required" if C.job_exists({"repo": str(REPO)}, "report") else "if_available"}
+            "report": "required" if P.job_exists({"repo": str(REPO)}, "report") else "if_available"}
 
 
 def _states(dag_run) -> dict:
@@ -286,7 +287,7 @@ def test_daily_tables_equal_a_direct_command_line_run(daily_runs, spark, tmp_pat
     from scavenger.cli import main
 
     cfg, jobs = daily_runs["cfg"], daily_runs["jobs"]
-    plan = C.daily_plan(C.merge_config(None, json.dumps(cfg)), DAY2)
+    plan = P.daily_plan(C.merge_config(None, json.dumps(cfg)), DAY2)
     for name, step in (("adc", plan["adc"]), ("evaluate", plan["evaluate"][0])):
         args = list(step["application_args"])
         args[args.index("--out") + 1] = str(tmp_path / name)

@@ -1,5 +1,6 @@
-"""Configuration and argument building for the scavenger DAGs: pure Python (no Airflow, no Spark, no I/O at import;
-``read_config_file`` and ``job_exists`` touch the filesystem and are called at run time only).
+"""Configuration of the scavenger DAGs: defaults, checks and merging. Pure Python (no Airflow, no Spark, no I/O at
+import; ``read_config_file`` reads a file and is called at run time only). The jobs' argument lists are built from
+a checked configuration in ``plans``.
 
 Where the settings come from (later wins), resolved at RUN time by the DAGs' ``plan`` task, never at parse time:
   1. ``DEFAULTS`` below (local: embedded Spark, outputs under ``<repo>/airflow-out``);
@@ -258,120 +259,6 @@ def merge_config(file_text: str | None = None, variable_text: str | None = None)
     return validate_config(cfg)
 
 
-# ---- argument lists for the jobs (argv lists; spark-submit gets them verbatim) --------------------------------
-
-def out_dir(cfg: dict, job: str, ds: str) -> str:
-    """The one directory a task owns for a given dt: {root}/<job>/dt=<ds>."""
-    return f"{cfg['root'].rstrip('/')}/{job}/dt={ds}"
-
-
-def window(ds: str, days: int) -> tuple[str, str]:
-    """Trailing window of ``days`` days ending at ``ds`` (inclusive)."""
-    end = _dt.date.fromisoformat(ds)
-    return (end - _dt.timedelta(days=days - 1)).isoformat(), end.isoformat()
-
-
-def application(cfg: dict, job: str) -> str:
-    return f"{cfg['repo'].rstrip('/')}/jobs/{job}.py"
-
-
-def job_exists(cfg: dict, command: str) -> bool:
-    """Whether the checkout has both jobs/<command>.py and the command module (file checks only)."""
-    repo = Path(cfg["repo"])
-    return (repo / "jobs" / f"{command}.py").exists() and \
-        (repo / "lib" / "scavenger" / "commands" / f"{command}.py").exists()
-
-
-def _estimation_flags(cfg: dict, settings: dict, adc_day: str) -> list[str]:
-    """--estimators/--prior-mean/--adc/--adc-method of `scavenger evaluate` from config or params."""
-    args: list[str] = []
-    if settings.get("estimators"):
-        args += ["--estimators", ",".join(settings["estimators"])]
-    if settings.get("prior_mean") is not None:
-        args += ["--prior-mean", repr(float(settings["prior_mean"]))]
-    if settings.get("adc_source") == "daily":
-        args += ["--adc", out_dir(cfg, "adc", adc_day)]
-    elif settings.get("adc_source") == "estimate":
-        args += ["--adc", "estimate"]
-    if settings.get("adc_method"):
-        args += ["--adc-method", settings["adc_method"]]
-    return args
-
-
-def spark_conf(cfg: dict, python: str) -> dict:
-    """--conf for every job: the Python that runs the job (driver and executors) plus the configured extras."""
-    conf = {}
-    py = cfg["pyspark_python"] or python
-    if py:
-        conf["spark.pyspark.python"] = py
-        conf["spark.pyspark.driver.python"] = py
-    conf.update({k: str(v) for k, v in cfg["spark_conf"].items()})
-    return conf
-
-
-def _step(cfg, job, args, python, skip=""):
-    """One job: spark-submit of jobs/<job>.py (engine spark) or the same job in a local process (engine duckdb)."""
-    if cfg["engine"] == "duckdb":
-        args = [*args, "--engine", "duckdb"]
-    elif cfg.get("catalog") and job in ("validate", "adc", "evaluate", "report"):
-        args = [*args, "--catalog", cfg["catalog"]]
-    return {"application": application(cfg, job), "application_args": args,
-            "conf": spark_conf(cfg, python), "skip_reason": skip, "engine": cfg["engine"]}
-
-
-def stores(cfg: dict) -> dict:
-    """The statistics stores: one for the logs alone (validate, adc) and one per registry dataset (its decisions
-    shape the day's tables: two datasets in one store would replace each other's days)."""
-    root = cfg["stats_dir"].rstrip("/")
-    return {"logs": f"{root}/logs", **{e["name"]: f"{root}/datasets/{e['name']}" for e in cfg["registry"]}}
-
-
-def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
-    """Every Spark step of ``scavenger_daily`` for one dt: {step: {application, application_args, conf, skip_reason}}.
-
-    ``evaluate`` and ``stats`` are lists (one entry per registry dataset); the others are single steps.
-    """
-    check_date(ds, "ds")
-    logs, store = cfg["logs"], stores(cfg)
-    frm, to = window(ds, cfg["window_days"])
-    rid = ["--run-id", run_id] if run_id and re.fullmatch(r"[A-Za-z0-9_.:+-]{1,200}", run_id) else []
-    est = ["--estimators", ",".join(["adc", *cfg["estimators"]])] if cfg["estimators"] else []
-    plan = {
-        "validate": _step(cfg, "validate", ["--logs", logs, "--from", ds, "--to", ds, *est,
-                                            *validate_flags(cfg["validate"]), "--stats-dir", store["logs"],
-                                            "--out", out_dir(cfg, "validate", ds), *rid], python),
-        "adc": _step(cfg, "adc", ["--logs", logs, "--from", frm, "--to", to, "--stats-dir", store["logs"],
-                                  "--by-day", "--out", out_dir(cfg, "adc", ds), *rid], python),
-    }
-    stats_cmd = cfg["stats_command"]
-    if stats_cmd == "auto":
-        stats_cmd = "stats" if job_exists(cfg, "stats") else "evaluate"
-    stats, evaluate = [], []
-    for entry in cfg["registry"]:
-        pol = ["--policies", ",".join(entry["policies"])] if entry["policies"] else []
-        name = entry["name"]
-        day_est = ["--estimators", ",".join(cfg["estimators"])] if cfg["estimators"] else []
-        stats.append(_step(cfg, stats_cmd, [
-            "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", ds, "--to", ds,
-            *day_est, "--stats-dir", store[name],
-            "--out", out_dir(cfg, f"stats/{name}", ds), *rid], python))
-        evaluate.append(_step(cfg, "evaluate", [
-            "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", frm, "--to", to,
-            *_estimation_flags(cfg, cfg, ds), "--stats-dir", store[name], "--by-day",
-            "--out", out_dir(cfg, f"evaluate/{name}", ds), *rid], python))
-    plan["stats"], plan["evaluate"] = stats, evaluate
-    report_args = ["--root", cfg["root"], "--dt", ds, "--out", out_dir(cfg, "report", ds), *rid]
-    if cfg["report"] == "off":
-        skip = "report is off in the scavenger config (report: off)"
-    elif cfg["report"] == "if_available" and not job_exists(cfg, "report"):
-        skip = ("the `report` job does not exist in this checkout; skipped because the scavenger config says "
-                "report: if_available")
-    else:
-        skip = ""
-    plan["report"] = _step(cfg, "report", report_args, python, skip)
-    return plan
-
-
 def evaluate_params(params: dict) -> dict:
     """Check the params of ``scavenger_evaluate`` (second line after the Param JSON schemas, plus cross-field
     rules); return them normalized. Raise ConfigError with a message naming the param."""
@@ -393,18 +280,6 @@ def evaluate_params(params: dict) -> dict:
     for pid in p["policies"]:
         _check(NAME_PATTERN, pid, "param policies")
     return p
-
-
-def evaluate_plan(cfg: dict, params: dict, run_key: str, python: str = "") -> dict:
-    """The single Spark step of ``scavenger_evaluate``; output under {root}/evaluate-adhoc/<run_key>/."""
-    p = evaluate_params(params)
-    _check(r"^[A-Za-z0-9_.=-]{1,120}$", run_key, "run key")
-    pol = ["--policies", ",".join(p["policies"])] if p["policies"] else []
-    out = f"{cfg['root'].rstrip('/')}/evaluate-adhoc/{run_key}"
-    args = ["--logs", p["logs"], "--decisions", p["decisions"], *pol, "--from", p["date_from"],
-            "--to", p["date_to"], *_estimation_flags(cfg, p, p["date_to"]),
-            "--stats-dir", f"{cfg['stats_dir'].rstrip('/')}/adhoc", "--out", out]
-    return _step(cfg, "evaluate", args, python)
 
 
 def read_config_file(path: str | None) -> str | None:
