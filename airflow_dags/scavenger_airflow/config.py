@@ -95,7 +95,7 @@ class ConfigError(ValueError):
     """A setting or a param that fails validation; the message names the key and what is allowed."""
 
 
-def _check(pattern: str, value, what: str) -> str:
+def check_pattern(pattern: str, value, what: str) -> str:
     if not isinstance(value, str) or not re.fullmatch(pattern, value) or "/../" in value + "/" \
             or value.startswith("-"):
         raise ConfigError(f"{what}: {value!r} is not allowed (expected a value matching {pattern})")
@@ -104,16 +104,16 @@ def _check(pattern: str, value, what: str) -> str:
 
 def check_source(value, what: str) -> str:
     """A logs/decisions source: an absolute path, a URI, or a qualified catalog table name [catalog.]db.table."""
-    return _check(SOURCE_PATTERN, value, what)
+    return check_pattern(SOURCE_PATTERN, value, what)
 
 
 def check_location(value, what: str) -> str:
     """An output location: an absolute path or a URI (never a table)."""
-    return _check(LOCATION_PATTERN, value, what)
+    return check_pattern(LOCATION_PATTERN, value, what)
 
 
 def check_date(value, what: str) -> str:
-    _check(DATE_PATTERN, value, what)
+    check_pattern(DATE_PATTERN, value, what)
     try:
         _dt.date.fromisoformat(value)
     except ValueError:
@@ -174,7 +174,7 @@ def validate_config(cfg: dict) -> dict:
     for i, entry in enumerate(out["registry"]):
         if not isinstance(entry, dict) or set(entry) - {"name", "decisions", "policies"}:
             raise ConfigError(f"registry[{i}]: expected an object with keys name, decisions, policies")
-        _check(NAME_PATTERN, entry.get("name"), f"registry[{i}].name")
+        check_pattern(NAME_PATTERN, entry.get("name"), f"registry[{i}].name")
         if entry["name"] in names:
             raise ConfigError(f"registry[{i}].name: {entry['name']!r} appears twice")
         names.add(entry["name"])
@@ -183,7 +183,7 @@ def validate_config(cfg: dict) -> dict:
         if not isinstance(policies, list):
             raise ConfigError(f"registry[{i}].policies: expected a list of policy ids")
         for p in policies:
-            _check(NAME_PATTERN, p, f"registry[{i}].policies")
+            check_pattern(NAME_PATTERN, p, f"registry[{i}].policies")
     out["validate"] = _check_validate_options(out["validate"])
     wd = out["window_days"]
     if isinstance(wd, bool) or not isinstance(wd, int) or not 1 <= wd <= MAX_WINDOW_DAYS:
@@ -194,7 +194,7 @@ def validate_config(cfg: dict) -> dict:
     out["adc_method"] = check_enum(out["adc_method"], ADC_METHODS, "adc_method")
     out["engine"] = check_enum(out["engine"], ENGINES, "engine") or "spark"
     if out["catalog"] is not None:
-        _check(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$", out["catalog"], "catalog")
+        check_pattern(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$", out["catalog"], "catalog")
         if out["engine"] != "spark":
             raise ConfigError("catalog: catalog tables are written by Spark; set engine to spark")
     if out["stats_command"] not in STATS_COMMANDS:
@@ -204,10 +204,10 @@ def validate_config(cfg: dict) -> dict:
     if not isinstance(out["spark_conf"], dict):
         raise ConfigError("spark_conf: expected an object of spark.* keys to string values")
     for k, v in out["spark_conf"].items():
-        _check(SPARK_KEY_PATTERN, k, "spark_conf key")
-        _check(SPARK_VALUE_PATTERN, str(v), f"spark_conf[{k}]")
+        check_pattern(SPARK_KEY_PATTERN, k, "spark_conf key")
+        check_pattern(SPARK_VALUE_PATTERN, str(v), f"spark_conf[{k}]")
     if out["pyspark_python"]:
-        _check(f"^{_PATH}$", out["pyspark_python"], "pyspark_python")
+        check_pattern(f"^{_PATH}$", out["pyspark_python"], "pyspark_python")
     if out["py_files"]:
         for f in str(out["py_files"]).split(","):
             check_location(f, "py_files")
@@ -224,7 +224,7 @@ def _check_validate_options(opts) -> dict:
     if not isinstance(out["great_expectations"], bool):
         raise ConfigError("validate.great_expectations: expected true or false")
     if out["checks"] is not None:
-        _check(r"^[a-e](?:,[a-e]){0,4}$", out["checks"], "validate.checks")
+        check_pattern(r"^[a-e](?:,[a-e]){0,4}$", out["checks"], "validate.checks")
     for key in ("max_quarantine_share", "cramers_v_max", "reward_max"):
         v = out[key]
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1e9):
@@ -278,7 +278,7 @@ def evaluate_params(params: dict) -> dict:
     p["adc_method"] = check_enum(p.get("adc_method"), ADC_METHODS, "param adc_method")
     p["policies"] = list(p.get("policies") or [])
     for pid in p["policies"]:
-        _check(NAME_PATTERN, pid, "param policies")
+        check_pattern(NAME_PATTERN, pid, "param policies")
     return p
 
 

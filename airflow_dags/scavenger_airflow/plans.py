@@ -8,7 +8,7 @@ import datetime as _dt
 import re
 from pathlib import Path
 
-from .config import _check, check_date, evaluate_params, validate_flags
+from .config import check_pattern, check_date, evaluate_params, validate_flags
 
 
 def out_dir(cfg: dict, job: str, ds: str) -> str:
@@ -126,7 +126,7 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
 def evaluate_plan(cfg: dict, params: dict, run_key: str, python: str = "") -> dict:
     """The single Spark step of ``scavenger_evaluate``; output under {root}/evaluate-adhoc/<run_key>/."""
     p = evaluate_params(params)
-    _check(r"^[A-Za-z0-9_.=-]{1,120}$", run_key, "run key")
+    check_pattern(r"^[A-Za-z0-9_.=-]{1,120}$", run_key, "run key")
     pol = ["--policies", ",".join(p["policies"])] if p["policies"] else []
     out = f"{cfg['root'].rstrip('/')}/evaluate-adhoc/{run_key}"
     args = ["--logs", p["logs"], "--decisions", p["decisions"], *pol, "--from", p["date_from"],
