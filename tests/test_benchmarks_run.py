@@ -66,8 +66,8 @@ def test_run_exits_0_with_every_step_in_csv_and_json(bench):
     assert notes[("evaluate", "duckdb", 8)] == "8 policies"   # eight targets really are eight policies
     assert notes[("long_row", "duckdb", 1)] == "K = 64"       # the one 64-slot row really widened the logs
     for e in ("duckdb", "spark"):                             # the references group by policy
-        assert notes[("reference", e, 1)].endswith(", 1 policies") and notes[("reference", e, 8)].endswith(
-            ", 8 policies")
+        assert notes[("reference", e, 1)].endswith(", policies 1") and notes[("reference", e, 8)].endswith(
+            ", policies 8")
     assert bench["payload"]["config"]["events"] == EVENTS and bench["payload"]["machine"]["cores"] >= 1
 
 
