@@ -51,8 +51,13 @@ FROM scv_flat GROUP BY dt, logging_policy"""
 def stratum_count(stratum: str = "context_id") -> str:
     """Clean events and (approximately) the distinct values of the calibration scope key: whether ad_position sums
     per value first (:func:`ad_position`, ``by_value``)."""
-    strat = "coalesce(context_id, '<null>')" if stratum == "context_id" else stratum
-    return f"SELECT count(1) AS n, approx_count_distinct({strat}) AS strata FROM scv_flat"
+    return f"SELECT count(1) AS n, approx_count_distinct({_scope_value(stratum)}) AS strata FROM scv_flat"
+
+
+def _scope_value(stratum: str) -> str:
+    """A flat row's value of the calibration scope key as text: context_id (null as '<null>'), or the flat column
+    ``stratum`` (already text, see logs.flat_columns)."""
+    return "coalesce(context_id, '<null>')" if stratum == "context_id" else stratum
 
 
 def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "context_id",
@@ -79,7 +84,7 @@ def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "cont
         boot_cols = ", ".join(f"{u} AS bu_{b}" for b, (_, u) in enumerate(draws))
         weights = ", ".join(f"{w} AS bw_{b}" for b, (w, _) in enumerate(draws))
         src = f"(SELECT e.*, {weights} FROM (SELECT scv_flat.*, {boot_cols} FROM scv_flat) e)"
-    strat = "coalesce(context_id, '<null>')" if stratum == "context_id" else stratum
+    strat = _scope_value(stratum)
     # ew = 1 / (slots the event holds): summed over an ad's impressions (ev) and then over the ads of a set, it
     # counts the events that showed them (factored.stratum_weights: the events of an eligibility stratum)
     keep = (f"dt, logging_policy, fold, {strat} AS stratum, 1D / greatest(n_slots, 1) AS ew"
