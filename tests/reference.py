@@ -72,6 +72,21 @@ def build_random(seed: int, K: int | None = None, n_ads: int | None = None, days
     return {"K": K, "ads": ads, "logs": logs, "decisions": decs}
 
 
+def with_hostile_ads(seed: int = 2, per_day: int = 80):
+    """K = 2 over six ads whose ids hold the slate key's separators and markers ('x|2:y' at 1 with 'z' at 2, and
+    'x' at 1 with 'y|2:z' at 2, were one key unescaped; an ad named '~n' or '<none>'); the first two events show
+    those two slates."""
+    data = build_random(seed=seed, K=2, n_ads=6, days=(0,), per_day=per_day, with_nulls=False)
+    hostile = dict(zip(data["ads"], ["x|2:y", "z", "x", "y|2:z", "~n", "<none>"]))
+    for row in data["logs"] + data["decisions"]:
+        for s in row["slots"]:
+            s["ad_id"] = hostile[s["ad_id"]]
+    for ev, ads in zip(data["logs"][:2], (["x|2:y", "z"], ["x", "y|2:z"])):
+        ev["slots"] = [dict(s, position=k + 1, ad_id=a) for k, (s, a) in enumerate(zip(ev["slots"], ads))]
+    data["ads"] = list(hostile.values())
+    return data
+
+
 def with_long_rows(seed: int, share: float, longest: int = 9):
     """Random K = 3 logs where a share of the rows also hold slots up to ``longest`` (some with a gap, in any order),
     and a policy whose decisions list every position 1..longest (so the extra positions have target mass)."""
@@ -180,8 +195,13 @@ def slate_r(ev):
     return sum(s["reward"] or 0.0 for s in ev["slots"])
 
 
+def key_ad(ad) -> str:
+    """An ad id in a slate key: '~' -> '~~', '|' -> '~p' (ids holding neither are kept as they are)."""
+    return ad.replace("~", "~~").replace("|", "~p") if ("|" in ad or "~" in ad) else ad
+
+
 def lkey(slots) -> str:
-    return "|".join(f"{s['position']}:{s['ad_id']}" for s in sorted(slots, key=lambda x: x["position"]))
+    return "|".join(f"{s['position']}:{key_ad(s['ad_id'])}" for s in sorted(slots, key=lambda x: x["position"]))
 
 
 def held(slots) -> str:
@@ -242,7 +262,7 @@ def ref_tables(data):
                 tp[(p, ev["logging_policy"], x["ad_id"], x["position"])] += x["probability"]
         if det:
             hs = held(ev["slots"])
-            tk = "|".join(f"{s['position']}:{_target(d, s['position']) or '<none>'}"
+            tk = "|".join(f"{s['position']}:{key_ad(t) if (t := _target(d, s['position'])) is not None else '~n'}"
                           for s in sorted(ev["slots"], key=lambda x: x["position"]))
             m = tk == lkey(ev["slots"])
             tg[(p, hs, tk)] += [1, m, m * r, m * r * r]

@@ -110,16 +110,19 @@ def _equal_frames(a: pd.DataFrame, b: pd.DataFrame, keys: list, what: str) -> No
         assert np.array_equal(np.isnan(va), np.isnan(vb)), (what, col)
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES) + ["long_rows"])
+@pytest.mark.parametrize("shape", sorted(SHAPES) + ["long_rows", "hostile_ads"])
 def test_every_table_equal_between_engines(spark, tmp_path, shape, monkeypatch):
     """``long_rows``: a tenth of the rows reach position 9 and only positions 1..4 are wide columns, so the extra
-    positions' statements (moments, pairs, factored in long form) run on both engines."""
-    from reference import with_long_rows
+    positions' statements (moments, pairs, factored in long form) run on both engines. ``hostile_ads``: ad ids
+    holding the slate keys' separators (reference.with_hostile_ads), escaped alike by both."""
+    from reference import with_hostile_ads, with_long_rows
     from scavenger.statistics import scan
 
     if shape == "long_rows":
         data = with_long_rows(seed=21, share=0.1)
         monkeypatch.setattr(scan, "WIDE_SHARE", 0.5)
+    elif shape == "hostile_ads":
+        data = with_hostile_ads()
     else:
         data = build_random(**SHAPES[shape])
     write_parquet(data, str(tmp_path))
@@ -217,3 +220,30 @@ def test_estimates_and_verdicts_equal_between_engines(spark, tmp_path):
     assert va[["check", "scope", "verdict"]].equals(vb[["check", "scope", "verdict"]])
     assert np.allclose(va["statistic"].astype(float).fillna(-1), vb["statistic"].astype(float).fillna(-1),
                        rtol=1e-9)
+
+
+@pytest.mark.parametrize("value", [
+    "array(named_struct('p', 1, 'a', a1), named_struct('p', 2, 'a', a2))",
+    "CASE WHEN xs IS NULL THEN array(named_struct('p', 1, 'a', a1), named_struct('p', 2, 'a', a2)) "
+    "ELSE concat(array(named_struct('p', 1, 'a', a1), named_struct('p', 2, 'a', a2)), xs) END",
+    "CASE WHEN xs IS NULL THEN array(named_struct('p', 1, 'a', a1)) ELSE xs END"])
+def test_explode_of_a_written_out_array_gives_the_same_rows_as_union_all(value):
+    """DuckDB runs explode(<array written out>) over one table as a UNION ALL of one select per element: the same
+    rows as the list it replaces (null elements, a null, empty or one-element tail), and a filtered select is left
+    as it is."""
+    import duckdb
+    import sqlglot
+
+    from scavenger.engines.dialect import to_duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 'x', 'y', NULL), (2, NULL, 'z', []), "
+                "(3, 'u', 'v', [{'p': 5, 'a': 'w'}]), (4, 'q', NULL, [{'p': 3, 'a': NULL}, {'p': 4, 'a': 'r'}])) "
+                "v(g, a1, a2, xs)")
+    sql = f"SELECT g, explode({value}) AS s FROM t"
+    plain = sqlglot.transpile(sql, read="spark", write="duckdb")[0]
+    union = to_duckdb(sql)
+    assert "UNION ALL" in union and "UNION ALL" not in plain
+    rows = lambda q: sorted(map(str, con.execute(q).fetchall()))  # noqa: E731
+    assert rows(union) == rows(plain) and len(rows(plain)) >= 4
+    assert "UNION ALL" not in to_duckdb(sql + " WHERE g > 1")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reference import arrow_tables, build_random, ref_tables, with_long_rows, write_parquet
+from reference import arrow_tables, build_random, clean, ref_tables, with_hostile_ads, with_long_rows, write_parquet
 from scavenger.engines.duck import DuckDBEngine
 from scavenger.estimators.slate import SlateMoments
 from scavenger.pipelines.common import describe_inputs, window_dates
@@ -414,3 +414,14 @@ def test_ad_position_the_same_summed_per_stratum_value_first_or_not(data, monkey
                 assert np.allclose(a[col], b[col], rtol=1e-12, atol=0, equal_nan=True), col
             else:
                 assert a[col].astype(str).equals(b[col].astype(str)), col
+
+
+def test_ad_ids_holding_the_slate_key_separators():
+    """Slate keys read back one way whatever the ad ids hold: 'x|2:y' at 1 and 'z' at 2 is not 'x' at 1 and 'y|2:z'
+    at 2 (unescaped, both were '1:x|2:y|2:z'), and an ad named like the empty-position marker is an ad."""
+    data = with_hostile_ads()
+    stats = run_window(*arrow_tables(data))
+    assert_tables_match(stats, data)
+    slates = {tuple(sorted((s["position"], s["ad_id"]) for s in ev["slots"])) for ev in clean(data)[0]}
+    assert ((1, "x|2:y"), (2, "z")) in slates and ((1, "x"), (2, "y|2:z")) in slates
+    assert len(big(stats, "slate_actions", ["held", "slate_key"])) == len(slates)

@@ -10,6 +10,10 @@ Rules the statements follow so that both engines give the same numbers (Spark 4 
 - integer sums are cast to BIGINT (DuckDB sums integers as HUGEINT);
 - hashes that must agree across engines are built from ``md5`` (the same hex text in both); ``hash`` (Spark's
   32-bit murmur3, DuckDB's 64-bit hash) only narrows rows whose exact keys are then compared.
+
+One rewrite is for speed alone: ``explode`` of an array written out element by element, in a plain select over
+one table, becomes one select per element joined by UNION ALL in DuckDB (:func:`_explode_union`), the same rows
+without a list built per row. Spark keeps the explode.
 """
 from __future__ import annotations
 
@@ -74,6 +78,76 @@ def _rules(node):
     return node
 
 
+def _explode_branches(value):
+    """The rows of ``explode(value)`` as branches (element, row condition, explode it?) when ``value`` is an array
+    written out, ``array(e1..en)``, or ``CASE WHEN c THEN array(e..) ELSE <list> END`` (the held-slots shape: the
+    ELSE list is ``concat(array(e..), tail)``, the same elements and then a tail); otherwise None."""
+    from sqlglot import exp
+
+    if isinstance(value, exp.Array) and value.expressions:
+        return [(e, None, False) for e in value.expressions]
+    if not (isinstance(value, exp.Case) and len(value.args.get("ifs") or []) == 1 and value.args.get("default")
+            and value.this is None):
+        return None
+    when, other = value.args["ifs"][0], value.args["default"]
+    head = when.args.get("true")
+    if not (isinstance(head, exp.Array) and head.expressions):
+        return None
+    taken = exp.Coalesce(this=exp.Paren(this=when.this.copy()), expressions=[exp.false()])
+    if isinstance(other, exp.Concat) and len(other.expressions) == 2 and other.expressions[0] == head:
+        return [(e, None, False) for e in head.expressions] + [(other.expressions[1], exp.not_(taken), True)]
+    return [(e, taken, False) for e in head.expressions] + [(other, exp.not_(taken.copy()), True)]
+
+
+def _explode_union(select):
+    """``SELECT cols, explode(<array written out>) AS s FROM t [WHERE w]`` as one SELECT per element, UNION ALL:
+    DuckDB builds no list per row (4M events, K = 3: ad_position 0.63 -> 0.43 s, the pair cells 0.9 -> 0.56 s).
+    Only a plain select over one whole table: a subquery would be computed once per branch, and a filter evaluated
+    once per branch (factored's rows with a reward: 0.38 -> 0.57 s). None when it does not apply."""
+    from sqlglot import exp
+
+    if not isinstance(select, exp.Select) or any(select.args.get(k) for k in (
+            "joins", "laterals", "group", "having", "qualify", "order", "limit", "offset", "distinct", "windows",
+            "with", "where")) or not isinstance(select.args.get("from_") or select.args.get("from"), exp.From) \
+            or not isinstance((select.args.get("from_") or select.args.get("from")).this, exp.Table):
+        return None
+    found = [(i, p) for i, p in enumerate(select.expressions)
+             if isinstance(p, exp.Alias) and isinstance(p.this, (exp.Explode, exp.Unnest))]
+    if len(found) != 1 or len(list(select.find_all(exp.Explode, exp.Unnest, exp.Posexplode))) != 1:
+        return None
+    i, projection = found[0]
+    branches = _explode_branches(projection.this.this)
+    if branches is None:
+        return None
+    parts = []
+    for value, condition, explode in branches:
+        part = select.copy()
+        value = exp.Explode(this=value.copy()) if explode else value.copy()
+        part.expressions[i].set("this", value)
+        if condition is not None:
+            part = part.where(condition.copy(), copy=False)
+        parts.append(part)
+    out = parts[0]
+    for part in parts[1:]:
+        out = exp.union(out, part, distinct=False, copy=False)
+    return out
+
+
+def _explodes_as_unions(tree):
+    """Every select that :func:`_explode_union` applies to, rewritten (innermost first)."""
+    from sqlglot import exp
+
+    for select in reversed(list(tree.find_all(exp.Select))):
+        union = _explode_union(select)
+        if union is None:
+            continue
+        if select is tree:
+            tree = union
+        else:
+            select.replace(union)
+    return tree
+
+
 @lru_cache(maxsize=4096)
 def to_duckdb(sql: str, name: str = "statement") -> str:
     """The DuckDB text of a Spark SQL statement; TranslationError (with ``name``) when it cannot be translated."""
@@ -88,6 +162,7 @@ def to_duckdb(sql: str, name: str = "statement") -> str:
     if bad:
         raise TranslationError(f"statement {name!r} uses {', '.join(sorted(set(bad)))}: no DuckDB equivalent")
     tree = tree.transform(_rules, copy=False)   # the tree is ours: no deep copy (a fifth of the time)
+    tree = _explodes_as_unions(tree)
     try:
         return tree.sql(dialect="duckdb")
     except SqlglotError as exc:

@@ -23,6 +23,12 @@ from .tables import TABLES
 LOAD_THREADS = min(8, max(2, os.cpu_count() or 2))   # stored small files read at once (Store.load_days)
 
 
+# What a stored day's tables mean: part of every day's fingerprint, so that a store written before a change to
+# what a table holds is scanned again instead of merged with the new days. Raise it with any such change
+# (2: ad ids escaped in the slate keys, statistics/sql/logs.key_ad).
+STORE_LAYOUT = 2
+
+
 def fingerprint(payload) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 

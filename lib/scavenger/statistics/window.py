@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..progress import phase
 from .scan import StatsConfig, scan_days
-from .store import Store, day_signature, fingerprint
+from .store import STORE_LAYOUT, Store, day_signature, fingerprint
 from .tables import BIG_COLUMNS, TABLES, merge, merge_all
 
 
@@ -86,7 +86,8 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
     has_dec = decisions is not None or bool(derived)
     wanted = plan.tables(has_dec, bool(config.fixed_calibration_key))
     cfg_fp = config.to_dict()
-    logs_fp = {d: fingerprint({"logs": day_signature(logs, d), "config": cfg_fp}) for d in dates}
+    logs_fp = {d: fingerprint({"logs": day_signature(logs, d), "config": cfg_fp, "layout": STORE_LAYOUT})
+               for d in dates}
     dec_fp = {d: fingerprint({"decisions": day_signature(decisions, d), "key": decisions_key, "logs": logs_fp[d]})
               for d in dates} if has_dec else {d: None for d in dates}
     per_day, loaded, missing, manifests = {}, [], [], {}

@@ -124,22 +124,42 @@ GROUP BY dt, policy_id, logging_policy, fold, e.j, e.k"""
 
 def slate_targets(Kw: int) -> str:
     """(dt, policy_id, held, slate_key) for deterministic targets, keyed by the slate the target shows on the held
-    positions: n_target (events), n_match (logged slate = target's), s_r, s_r2 (sums of r, r^2 over matches)."""
-    from .decisions import target_ad
-    from .logs import held_text, logged_key
+    positions: n_target (events), n_match (logged slate = target's), s_r, s_r2 (sums of r, r^2 over matches).
 
-    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN concat('{k}:', coalesce({target_ad(k, k)}, '<none>')) END"
-                     for k in range(1, Kw + 1))
-    extra = (f"CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, s -> concat(CAST(s.position AS STRING), ':', "
-             f"coalesce({target_ad('s.position')}, '<none>'))), '|') END")
+    A row matches when the target shows the logged ad at every held position (compared as columns). The rows are
+    summed per (held positions, target's ads there) first and each key written once per such group, not per
+    event: a target repeats its slates across events (4M events, 34 target slates: DuckDB 0.65 -> 0.22 s with the
+    escaped ids of logs.key_ad)."""
+    from .decisions import target_ad
+    from .logs import NO_AD, held_text, key_ad
+
+    ks = range(1, Kw + 1)
+    looked_up = "".join(f", CASE WHEN a_{k} IS NOT NULL THEN {target_ad(k, k)} END AS t_{k}" for k in ks)
+    extras = ("transform(xs, s -> named_struct('position', s.position, 'ad_id', s.ad_id, "
+              f"'target', {target_ad('s.position')}))")
+    match = " AND ".join([f"(a_{k} IS NULL OR coalesce(a_{k} = t_{k}, false))" for k in ks]
+                         + ["(xt IS NULL OR size(filter(xt, u -> NOT coalesce(u.ad_id = u.target, false))) = 0)"])
+    cols = "".join(f"h_{k}, t_{k}, " for k in ks)
+    per_row = "".join(f"a_{k} IS NOT NULL AS h_{k}, t_{k}, " for k in ks)
+    marks = "".join(f"CASE WHEN h_{k} THEN '' END AS a_{k}, t_{k}, " for k in ks)   # held_text reads a_k
+    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN concat('{k}:', coalesce({key_ad(f't_{k}')}, '{NO_AD}')) END"
+                     for k in ks)
+    extra_key = (f"CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, u -> concat(CAST(u.position AS STRING), "
+                 f"':', coalesce({key_ad('u.target')}, '{NO_AD}'))), '|') END")
     return f"""
-SELECT dt, policy_id, held, tkey AS slate_key, count(1) AS n_target,
-  CAST(sum(CASE WHEN tkey = lkey THEN 1 ELSE 0 END) AS BIGINT) AS n_match,
-  sum(CASE WHEN tkey = lkey THEN r ELSE 0D END) AS s_r,
-  sum(CASE WHEN tkey = lkey THEN r * r ELSE 0D END) AS s_r2
-FROM (SELECT dt, policy_id, r, {held_text(Kw)} AS held, {logged_key(Kw)} AS lkey,
-        concat_ws('|', {wide + ", " if wide else ""}{extra}) AS tkey
-      FROM scv_joined WHERE clean AND det) t
+SELECT dt, policy_id, held, tkey AS slate_key, CAST(sum(n) AS BIGINT) AS n_target,
+  CAST(sum(n_m) AS BIGINT) AS n_match, sum(s_r) AS s_r, sum(s_r2) AS s_r2
+FROM (SELECT dt, policy_id, {held_text(Kw)} AS held, concat_ws('|', {wide + ", " if wide else ""}{extra_key}) AS tkey,
+        n, n_m, s_r, s_r2
+      FROM (SELECT dt, policy_id, {marks}xk AS xs, n, n_m, s_r, s_r2
+            FROM (SELECT dt, policy_id, {cols}xk, count(1) AS n, sum(CASE WHEN m THEN 1 ELSE 0 END) AS n_m,
+                    sum(CASE WHEN m THEN r ELSE 0D END) AS s_r, sum(CASE WHEN m THEN r * r ELSE 0D END) AS s_r2
+                  FROM (SELECT dt, policy_id, r, {per_row}
+                          transform(xt, u -> named_struct('position', u.position, 'target', u.target)) AS xk,
+                          {match} AS m
+                        FROM (SELECT dt, policy_id, r{"".join(f", a_{k}" for k in ks)}{looked_up}, {extras} AS xt
+                              FROM scv_joined WHERE clean AND det) j) r_m
+                  GROUP BY dt, policy_id, {cols}xk) g) s) t
 GROUP BY dt, policy_id, held, tkey"""
 
 

@@ -148,11 +148,24 @@ def held_text(Kw: int) -> str:
     return f"concat_ws(',', {wide}, {extra})"
 
 
+NO_AD = "~n"   # the slate key's value for a position a deterministic target leaves empty: no key_ad is this text
+
+
+def key_ad(ad: str) -> str:
+    """An ad id as it enters a slate key: '~' -> '~~' and '|' -> '~p' when it holds either (ids without them, nearly
+    all, are kept as they are), so that 'k:ad|...' reads back one way whatever the ids hold ('a|2:b' at 1 and 'c'
+    at 2 is not 'a' at 1 and 'b|2:c' at 2), and no id becomes NO_AD."""
+    return (f"CASE WHEN instr({ad}, '|') > 0 OR instr({ad}, '~') > 0 "
+            f"THEN replace(replace({ad}, '~', '~~'), '|', '~p') ELSE {ad} END")
+
+
 def logged_key(Kw: int) -> str:
-    """The logged (partial) slate as text 'k:ad|...' in position order: the scavenging action."""
-    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN concat('{k}:', a_{k}) END" for k in range(1, Kw + 1))
+    """The logged (partial) slate as text 'k:ad|...' in position order (ads as :func:`key_ad`): the scavenging
+    action."""
+    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN concat('{k}:', {key_ad(f'a_{k}')}) END"
+                     for k in range(1, Kw + 1))
     extra = ("CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, s -> concat(CAST(s.position AS STRING), ':', "
-             "s.ad_id)), '|') END")
+             f"{key_ad('s.ad_id')})), '|') END")
     return f"concat_ws('|', {wide}, {extra})"
 
 

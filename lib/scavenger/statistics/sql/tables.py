@@ -124,13 +124,27 @@ def _boot_arrays(bootstrap: int, m: str, c: str) -> str:
 
 def slate_actions(Kw: int) -> str:
     """(dt, held, slate_key): t = T_s, the events whose logged (partial) slate is s (seed 001 section 4.1, the
-    direct approach); ``held`` is the set of positions, the stratum the action lives in."""
+    direct approach); ``held`` is the set of positions, the stratum the action lives in.
+
+    The events are counted per slate as columns first (the ads a_k and the extra slots' (position, ad)), and the
+    slate's text (logs.logged_key, ids escaped) written once per slate: logs that repeat their slates, as the direct
+    approach needs, write few keys (4M events over 3,600 slates, DuckDB: 0.30 -> 0.16 s); with every slate
+    distinct it costs a tenth more (1.0 -> 1.1 s)."""
     from .logs import held_text, logged_key
 
+    ads = ", ".join(f"a_{k}" for k in range(1, Kw + 1))
     return f"""
-SELECT dt, held, slate_key, count(1) AS t
-FROM (SELECT dt, {held_text(Kw)} AS held, {logged_key(Kw)} AS slate_key FROM scv_flat) f
+SELECT dt, held, slate_key, CAST(sum(t) AS BIGINT) AS t
+FROM (SELECT dt, {held_text(Kw)} AS held, {logged_key(Kw)} AS slate_key, t
+      FROM (SELECT dt, {ads + ", " if ads else ""}xk AS xs, t
+            FROM (SELECT dt, {ads + ", " if ads else ""}{_extra_ads()} AS xk, count(1) AS t
+                  FROM scv_flat GROUP BY dt, {ads + ", " if ads else ""}{_extra_ads()}) g) s) f
 GROUP BY dt, held, slate_key"""
+
+
+def _extra_ads() -> str:
+    """The extra slots of a flat row (xs) reduced to what a slate key reads: (position, ad_id)."""
+    return "transform(xs, s -> named_struct('position', s.position, 'ad_id', s.ad_id))"
 
 
 def context_cells() -> str:
