@@ -16,6 +16,7 @@ from scipy.stats import norm
 from reference import arrow_tables, build_random, clean
 from scavenger import estimate as E
 from scavenger import registry
+from scavenger.errors import UsageError
 from scavenger.estimators import factored as FA
 from scavenger.estimators import reordering as RO
 from scavenger.pipelines.evaluate import EvaluateOptions
@@ -224,6 +225,14 @@ def test_builtin_reorderings(flagged_events):
     assert math.isclose(s["a"], 4 / 15)
     with pytest.raises(Exception, match="score table"):
         R.check_scores(pd.DataFrame({"ad": ["a"], "value": [1.0]}))
+    # one number per key, or exit 2 before the pass (the engines' maps stop on a repeated or empty key)
+    for bad, what in ((pd.DataFrame({"ad_id": ["a", "b", "a"], "score": [1.0, 2.0, 3.0]}), "more than one score"),
+                      (pd.DataFrame({"context_id": ["c", None], "ad_id": ["a", "a"], "score": [1.0, 2.0]}),
+                       "without context_id or ad_id"),
+                      (pd.DataFrame({"ad_id": ["a", "b"], "score": ["1.5", "high"]}), "not numbers")):
+        with pytest.raises(UsageError, match=what):
+            R.check_scores(bad)
+    assert not R.check_scores(pd.DataFrame({"ad_id": ["a", "b"], "score": [1.0, None]}))
 
 
 def _partitioned(seed: int = 4, K: int = 2):

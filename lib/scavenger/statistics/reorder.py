@@ -61,12 +61,29 @@ def scores_sql(policy_id: str, table: str, by_context: bool) -> str:
 
 
 def check_scores(scores: pd.DataFrame, max_entries: int = 500_000) -> bool:
-    """Whether the table is keyed by context; UsageError when it is not a score table."""
+    """Whether the table is keyed by context; UsageError when it is not a score table: columns, size, and one
+    number per key (the table is read as one map: a repeated or empty key, or a score that is no number, would stop
+    the engine mid-pass)."""
+    from ..safe import clip
+
     cols = set(scores.columns)
     if not {"ad_id", "score"} <= cols:
         raise UsageError("a score table needs columns (ad_id, score) or (context_id, ad_id, score)")
     if len(scores) > max_entries:
         raise UsageError(f"score table has {len(scores)} rows; at most {max_entries} are supported")
+    keys = ["context_id", "ad_id"] if "context_id" in cols else ["ad_id"]
+    empty = int(scores[keys].isna().any(axis=1).sum())
+    if empty:
+        raise UsageError(f"score table: {empty} row(s) without {' or '.join(keys)}; every score needs its key")
+    repeated = scores[scores.duplicated(keys, keep=False)]
+    if len(repeated):
+        first = ", ".join(clip(v, 80) for v in repeated[keys].iloc[0])
+        raise UsageError(f"score table: {repeated[keys].drop_duplicates().shape[0]} key(s) with more than one "
+                         f"score (first: {first}); give one score per {', '.join(keys)}")
+    number = pd.to_numeric(scores["score"], errors="coerce")
+    bad = scores["score"][number.isna() & scores["score"].notna()]
+    if len(bad):
+        raise UsageError(f"score table: {len(bad)} score(s) that are not numbers (first: {clip(bad.iloc[0], 80)})")
     return "context_id" in cols
 
 
