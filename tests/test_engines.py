@@ -143,13 +143,15 @@ def test_every_table_equal_between_engines(spark, tmp_path, shape, monkeypatch):
 
 
 ODD_CONTEXTS = [None, {}, {"f": None}, {"f": "null"}, {"f": "v", "g": "w"}, {"g": "w", "f": "v"},
-                {'k"\\': "é\n<script>x</script>"}, {"f": "1"}, {"f": "true", "e": ""}]
+                {'k"\\': "é\n<script>x</script>"}, {"f": "1"}, {"f": "true", "e": ""},
+                {"context_id": "c0", "f": "v"}, {"context_id": "other"}, {"context_id": None}]
 
 
 def test_context_cells_equal_a_plain_count_on_odd_contexts(spark, tmp_path):
     """Check a's cells are counted per distinct (context_id, context) first, the context keyed by its JSON text:
     null and empty maps, null values, the text 'null', quotes, backslashes, markup and the same map written in
-    another key order give, on both engines, exactly the count of every (feature, value) times every slot."""
+    another key order give, on both engines, exactly the count of every (feature, value) times every slot; a map
+    entry named context_id counts once when it repeats the column, else as the feature context:context_id."""
     data = build_random(seed=4, K=2, n_ads=5, days=(0, 1), per_day=45, with_nulls=False)
     for i, row in enumerate(data["logs"]):
         row["context"] = ODD_CONTEXTS[i % len(ODD_CONTEXTS)]
@@ -157,7 +159,9 @@ def test_context_cells_equal_a_plain_count_on_odd_contexts(spark, tmp_path):
     write_parquet(data, str(tmp_path))
     expected: dict = {}
     for row in data["logs"]:
-        features = list((row["context"] or {}).items()) + [("context_id", row["context_id"])]
+        ctx = {("context:context_id" if k == "context_id" else k): v for k, v in (row["context"] or {}).items()
+               if not (k == "context_id" and v == row["context_id"])}   # the column repeated in the map: once
+        features = list(ctx.items()) + [("context_id", row["context_id"])]
         for f, v in features:
             for s in row["slots"]:
                 key = (row["logging_policy"], s["position"], f, "<null>" if v is None else v, s["ad_id"])

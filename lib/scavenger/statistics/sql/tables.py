@@ -153,11 +153,17 @@ def context_cells() -> str:
     clean events with their context map (scv_events), which the narrow flat relation does not carry. Two steps, so
     that the explode of features times slots runs over distinct cells, not over events: the slots are counted per
     (context_id, context) first, the context keyed by its JSON text (a map is no grouping key in Spark and a slow
-    one in DuckDB; the text is one-to-one with the map), then the features of each cell are exploded and summed."""
+    one in DuckDB; the text is one-to-one with the map), then the features of each cell are exploded and summed.
+    A context map that repeats context_id is not counted twice (see below)."""
     cid = "named_struct('key', 'context_id', 'value', coalesce(context_id, '<null>'))"
     ctx = "from_json(context_json, 'map<string,string>')"
+    # a map entry named context_id is the column again when it holds the same value (dropped: counted once), and
+    # another feature when it does not (named context:context_id, as a calibration key names a map value)
+    entries = (f"transform(filter(map_entries({ctx}), e -> NOT (e.key = 'context_id' AND e.value <=> context_id)), "
+               f"e -> named_struct('key', CASE WHEN e.key = 'context_id' THEN 'context:context_id' ELSE e.key END, "
+               f"'value', e.value))")
     features = (f"CASE WHEN context_json IS NULL THEN array({cid}) "
-                f"ELSE concat(map_entries({ctx}), array({cid})) END")
+                f"ELSE concat({entries}, array({cid})) END")
     return f"""
 SELECT dt, logging_policy, position, f.key AS feature, coalesce(f.value, '<null>') AS value, ad_id,
   CAST(sum(n) AS BIGINT) AS n
