@@ -108,8 +108,10 @@ def _explode_union(select):
 
     if not isinstance(select, exp.Select) or any(select.args.get(k) for k in (
             "joins", "laterals", "group", "having", "qualify", "order", "limit", "offset", "distinct", "windows",
-            "with", "where")) or not isinstance(select.args.get("from_") or select.args.get("from"), exp.From) \
-            or not isinstance((select.args.get("from_") or select.args.get("from")).this, exp.Table):
+            "with", "where")):
+        return None
+    source = select.args.get("from_") or select.args.get("from")
+    if not (isinstance(source, exp.From) and isinstance(source.this, exp.Table)):
         return None
     found = [(i, p) for i, p in enumerate(select.expressions)
              if isinstance(p, exp.Alias) and isinstance(p.this, (exp.Explode, exp.Unnest))]

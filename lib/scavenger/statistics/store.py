@@ -25,7 +25,7 @@ LOAD_THREADS = min(8, max(2, os.cpu_count() or 2))   # stored small files read a
 
 # What a stored day's tables mean: part of every day's fingerprint, so that a store written before a change to
 # what a table holds is scanned again instead of merged with the new days. Raise it with any such change
-# (2: ad ids escaped in the slate keys, statistics/sql/logs.key_ad; a context map entry repeating context_id
+# (2: ad ids escaped in the slate keys, statistics/sql/logs.slate_key; a context map entry repeating context_id
 # counted once in check a's cells).
 STORE_LAYOUT = 2
 

@@ -129,9 +129,9 @@ def slate_targets(Kw: int) -> str:
     A row matches when the target shows the logged ad at every held position (compared as columns). The rows are
     summed per (held positions, target's ads there) first and each key written once per such group, not per
     event: a target repeats its slates across events (4M events, 34 target slates: DuckDB 0.65 -> 0.22 s with the
-    escaped ids of logs.key_ad)."""
+    escaped ids of logs.slate_key)."""
     from .decisions import target_ad
-    from .logs import NO_AD, held_text, key_ad
+    from .logs import held_text, slate_key
 
     ks = range(1, Kw + 1)
     looked_up = "".join(f", CASE WHEN a_{k} IS NOT NULL THEN {target_ad(k, k)} END AS t_{k}" for k in ks)
@@ -141,25 +141,19 @@ def slate_targets(Kw: int) -> str:
                          + ["(xt IS NULL OR size(filter(xt, u -> NOT coalesce(u.ad_id = u.target, false))) = 0)"])
     cols = "".join(f"h_{k}, t_{k}, " for k in ks)
     per_row = "".join(f"a_{k} IS NOT NULL AS h_{k}, t_{k}, " for k in ks)
-    marks = "".join(f"CASE WHEN h_{k} THEN '' END AS a_{k}, t_{k}, " for k in ks)   # held_text reads a_k
-    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN concat('{k}:', coalesce({key_ad(f't_{k}')}, '{NO_AD}')) END"
-                     for k in ks)
-    extra_key = (f"CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, u -> concat(CAST(u.position AS STRING), "
-                 f"':', coalesce({key_ad('u.target')}, '{NO_AD}'))), '|') END")
     return f"""
 SELECT dt, policy_id, held, tkey AS slate_key, CAST(sum(n) AS BIGINT) AS n_target,
   CAST(sum(n_m) AS BIGINT) AS n_match, sum(s_r) AS s_r, sum(s_r2) AS s_r2
-FROM (SELECT dt, policy_id, {held_text(Kw)} AS held, concat_ws('|', {wide + ", " if wide else ""}{extra_key}) AS tkey,
-        n, n_m, s_r, s_r2
-      FROM (SELECT dt, policy_id, {marks}xk AS xs, n, n_m, s_r, s_r2
-            FROM (SELECT dt, policy_id, {cols}xk, count(1) AS n, sum(CASE WHEN m THEN 1 ELSE 0 END) AS n_m,
-                    sum(CASE WHEN m THEN r ELSE 0D END) AS s_r, sum(CASE WHEN m THEN r * r ELSE 0D END) AS s_r2
-                  FROM (SELECT dt, policy_id, r, {per_row}
-                          transform(xt, u -> named_struct('position', u.position, 'target', u.target)) AS xk,
-                          {match} AS m
-                        FROM (SELECT dt, policy_id, r{"".join(f", a_{k}" for k in ks)}{looked_up}, {extras} AS xt
-                              FROM scv_joined WHERE clean AND det) j) r_m
-                  GROUP BY dt, policy_id, {cols}xk) g) s) t
+FROM (SELECT dt, policy_id, {held_text(Kw, "h_{k}", "xk")} AS held,
+        {slate_key(Kw, "t_{k}", "h_{k}", "xk", "target")} AS tkey, n, n_m, s_r, s_r2
+      FROM (SELECT dt, policy_id, {cols}xk, count(1) AS n, sum(CASE WHEN m THEN 1 ELSE 0 END) AS n_m,
+              sum(CASE WHEN m THEN r ELSE 0D END) AS s_r, sum(CASE WHEN m THEN r * r ELSE 0D END) AS s_r2
+            FROM (SELECT dt, policy_id, r, {per_row}
+                    transform(xt, u -> named_struct('position', u.position, 'target', u.target)) AS xk,
+                    {match} AS m
+                  FROM (SELECT dt, policy_id, r{"".join(f", a_{k}" for k in ks)}{looked_up}, {extras} AS xt
+                        FROM scv_joined WHERE clean AND det) j) r_m
+            GROUP BY dt, policy_id, {cols}xk) g) t
 GROUP BY dt, policy_id, held, tkey"""
 
 

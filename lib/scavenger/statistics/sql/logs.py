@@ -141,10 +141,14 @@ def held_slots(Kw: int, reward: bool = True) -> str:
             f"ELSE concat({wide}, transform(xs, s -> {extra_slot('s', reward)})) END")
 
 
-def held_text(Kw: int) -> str:
-    """The positions a flat row holds as text, e.g. '1,2,3' (the stratum of the direct approach's actions)."""
-    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN '{k}' END" for k in range(1, Kw + 1))
-    extra = "CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, s -> CAST(s.position AS STRING)), ',') END"
+HELD = "a_{k} IS NOT NULL"   # a flat row holds wide position k
+
+
+def held_text(Kw: int, held: str = HELD, xs: str = "xs") -> str:
+    """The positions a row holds as text, e.g. '1,2,3' (the stratum of the direct approach's actions). ``held``:
+    whether it holds wide position {k}; ``xs``: its extra slots (elements with a ``position``)."""
+    wide = ", ".join(f"CASE WHEN {held.format(k=k)} THEN '{k}' END" for k in range(1, Kw + 1))
+    extra = f"CASE WHEN {xs} IS NOT NULL THEN array_join(transform({xs}, s -> CAST(s.position AS STRING)), ',') END"
     return f"concat_ws(',', {wide}, {extra})"
 
 
@@ -159,13 +163,14 @@ def key_ad(ad: str) -> str:
             f"THEN replace(replace({ad}, '~', '~~'), '|', '~p') ELSE {ad} END")
 
 
-def logged_key(Kw: int) -> str:
-    """The logged (partial) slate as text 'k:ad|...' in position order (ads as :func:`key_ad`): the scavenging
-    action."""
-    wide = ", ".join(f"CASE WHEN a_{k} IS NOT NULL THEN concat('{k}:', {key_ad(f'a_{k}')}) END"
-                     for k in range(1, Kw + 1))
-    extra = ("CASE WHEN xs IS NOT NULL THEN array_join(transform(xs, s -> concat(CAST(s.position AS STRING), ':', "
-             f"{key_ad('s.ad_id')})), '|') END")
+def slate_key(Kw: int, ad: str = "a_{k}", held: str = HELD, xs: str = "xs", field: str = "ad_id") -> str:
+    """A slate on the held positions as text 'k:ad|...' in position order (ads as :func:`key_ad`, NO_AD where
+    ``ad`` is null): the scavenging action. ``ad``: the ad at wide position {k} (the logged one by default, or a
+    target's); ``xs``/``field``: the extra slots and which of their fields is the ad."""
+    wide = ", ".join(f"CASE WHEN {held.format(k=k)} THEN concat('{k}:', "
+                     f"coalesce({key_ad(ad.format(k=k))}, '{NO_AD}')) END" for k in range(1, Kw + 1))
+    extra = (f"CASE WHEN {xs} IS NOT NULL THEN array_join(transform({xs}, s -> concat(CAST(s.position AS STRING), "
+             f"':', coalesce({key_ad(f's.{field}')}, '{NO_AD}'))), '|') END")
     return f"concat_ws('|', {wide}, {extra})"
 
 
