@@ -130,6 +130,38 @@ def test_reorder_equals_row_level(case):
     assert other["reason"].str.contains("re-order").all()
 
 
+def test_score_table_by_context_whatever_the_ids_hold():
+    """(context_id, ad_id) pairs are distinct map keys even when the ids hold the old separator (U+0001) or the
+    slate key's own ('|', '~'): ('c<U+0001>x', 'y') and ('c', 'x<U+0001>y') were one key, and the engine stopped
+    mid-pass on the repeated map key (exit 1)."""
+    from scavenger.checks.rules import RuleConfig
+    from scavenger.contract import LOGS, load_contract
+    from scavenger.engines.duck import DuckDBEngine
+    from scavenger.pipelines.common import describe_inputs
+    from scavenger.statistics import reorder as R
+    from scavenger.statistics.sql import logs as L
+
+    data = build_random(seed=3, K=2, n_ads=4, days=(0,), per_day=4, with_nulls=False)
+    shapes = [("c\u0001x", ["y", "z"]), ("c", ["z", "x\u0001y"]), ("p|q", ["r", "s~p"]), ("p", ["q|r", "r"])]
+    for ev, (ctx, ads) in zip(data["logs"], shapes):
+        ev["context_id"] = ctx
+        ev["slots"] = [dict(s, position=k + 1, ad_id=a) for k, (s, a) in enumerate(zip(ev["slots"], ads))]
+    scores = pd.DataFrame([("c\u0001x", "y", 1.0), ("c\u0001x", "z", 2.0), ("c", "x\u0001y", 5.0), ("c", "z", 0.0),
+                           ("p|q", "r", 0.0), ("p|q", "s~p", 3.0), ("p", "q|r", 4.0), ("p", "r", 6.0),
+                           ("p", "q~pr", 9.0)], columns=["context_id", "ad_id", "score"])
+    assert R.check_scores(scores)
+    eng = DuckDBEngine("test")
+    try:
+        eng.read("scv_logs", describe_inputs(arrow_tables(data)[0]).logs, load_contract(LOGS), None)
+        eng.materialize("scv_ev", L.events(RuleConfig()), keep=True)
+        eng.register_frame("scores_hostile", scores)
+        got = _orders(eng, R.scores_sql("reorder_scores", "scores_hostile", True))
+    finally:
+        eng.close()
+    want = {"c\u0001x": ["z", "y"], "c": ["x\u0001y", "z"], "p|q": ["s~p", "r"], "p": ["r", "q|r"]}
+    assert {ev["context_id"]: got[ev["event_id"]] for ev in data["logs"]} == want
+
+
 @pytest.mark.slow
 def test_factored_clt_coverage_over_seeds():
     """95% CLT intervals of the factored estimator (true ADC) cover the truth 90-99% of the time

@@ -16,7 +16,6 @@ import pandas as pd
 
 from ..errors import UsageError
 
-_SEP = "\\u0001"
 LOWEST = "-1.7976931348623157E308"
 
 
@@ -53,11 +52,19 @@ def random_sql(policy_id: str, seed: int) -> str:
 
 def scores_sql(policy_id: str, table: str, by_context: bool) -> str:
     """Order by a registered score table ``table`` (ad_id, score) or (context_id, ad_id, score)."""
-    key = f"concat(e.context_id, '{_SEP}', s.ad_id)" if by_context else "s.ad_id"
-    kcol = f"concat(context_id, '{_SEP}', ad_id)" if by_context else "ad_id"
+    key = _pair_key("e.context_id", "s.ad_id") if by_context else "s.ad_id"
+    kcol = _pair_key("context_id", "ad_id") if by_context else "ad_id"
     join = (f"CROSS JOIN (SELECT map_from_entries(collect_list(named_struct('k', {kcol}, 'v', "
             f"CAST(score AS DOUBLE)))) AS scores FROM {table}) m")
     return _sorted(policy_id, f"element_at(m.scores, {key})", join=join)
+
+
+def _pair_key(context: str, ad: str) -> str:
+    """(context_id, ad_id) as one map key: both escaped as in the slate keys (logs.key_ad: no bare '|' left) and
+    joined by '|', so two different pairs never share a key, whatever the ids hold."""
+    from .sql.logs import key_ad
+
+    return f"concat({key_ad(context)}, '|', {key_ad(ad)})"
 
 
 def check_scores(scores: pd.DataFrame, max_entries: int = 500_000) -> bool:
