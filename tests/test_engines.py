@@ -226,6 +226,44 @@ def test_estimates_and_verdicts_equal_between_engines(spark, tmp_path):
                        rtol=1e-9)
 
 
+HOSTILE_TEXT = ["it's", "a\\", "\\'", "${env:HOME}", "${spark.app.name}", "\u00e9 \u4e2d", "tab\tnew\nline", "\u0001",
+                "'; DROP TABLE t; --", "", "run-1"]
+
+
+def test_user_text_stays_data_on_both_engines(spark, tmp_path):
+    """A run id, a context-map key or a policy id enters a statement as data, whatever it holds: quotes,
+    backslashes, Spark's ${...} variables, control characters. (sqlglot read Spark's doubled quote as two literals,
+    so "it's" became "its" on DuckDB; a trailing backslash stopped both engines with exit 1.) End to end: the
+    quarantined rows of both engines carry such a run id as given."""
+    from reference import with_bad_rows
+    from scavenger.engines import open_engine
+    from scavenger.pipelines.common import describe_inputs, window_dates
+    from scavenger.statistics.scan import ScanPlan, StatsConfig
+    from scavenger.statistics.sql.literals import text
+    from scavenger.statistics.window import window_statistics
+
+    duck = open_engine("duckdb", "test")
+    try:
+        for v in HOSTILE_TEXT:
+            sql = f"SELECT {text(v)} AS v"
+            assert duck.fetch(sql)["v"].iloc[0] == v, v
+            assert spark.sql(sql).collect()[0]["v"] == v, v
+    finally:
+        duck.close()
+    data, _, _ = with_bad_rows(build_random(seed=9, K=2, n_ads=5, days=(0,), per_day=30, with_nulls=False))
+    write_parquet(data, str(tmp_path))
+    rid = "it's a\\ ${env:HOME}"
+    for name in ("duckdb", "spark"):
+        eng = open_engine(name, "test", spark=spark if name == "spark" else None)
+        inputs = describe_inputs(f"{tmp_path}/logs", f"{tmp_path}/decisions")
+        window_statistics(eng, inputs.logs, inputs.decisions, window_dates(eng, inputs), ScanPlan(), StatsConfig(),
+                          quarantine_dir=str(tmp_path / f"q_{name}"), run_id=rid)
+        eng.close()
+        for side in ("logs", "decisions"):
+            q = pd.read_parquet(tmp_path / f"q_{name}" / side)
+            assert len(q) and set(q["run_id"]) == {rid}, (name, side)
+
+
 @pytest.mark.parametrize("value", [
     "array(named_struct('p', 1, 'a', a1), named_struct('p', 2, 'a', a2))",
     "CASE WHEN xs IS NULL THEN array(named_struct('p', 1, 'a', a1), named_struct('p', 2, 'a', a2)) "

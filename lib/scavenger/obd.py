@@ -48,7 +48,7 @@ def obd_sql(policy: str, campaign: str, raw: str, index_column: str) -> str:
     slot = (f"named_struct('position', try_cast(`position` AS INT), 'ad_id', concat('{campaign}/', `item_id`), "
             f"'propensity', try_cast(`propensity_score` AS DOUBLE), 'reward', try_cast(`click` AS DOUBLE))")
     return select_sql(LOGS, {
-        "event_id": f"concat('obd-{policy}-{campaign}-', `{index_column}`)", "event_time": ts,
+        "event_id": f"concat('obd-{policy}-{campaign}-', `{index_column.replace('`', '``')}`)", "event_time": ts,
         "context_id": f"'{campaign}'", "context": f"map({features}, 'campaign', '{campaign}')",
         "logging_policy": f"'{policy}'", "slots": f"array({slot})", "slate_reward": "CAST(NULL AS DOUBLE)",
         "dt": f"CAST({ts} AS DATE)"}, raw)

@@ -107,7 +107,9 @@ def decided_union(parts: dict, events: str, cands: str, pids: str) -> str:
     """Every policy's choices (``parts``: policy_id -> relation of per-event choices) plus an empty slate for each
     scored event without any eligible ad, so that every event has a decision."""
     cols = "dt, event_id, slots, n_eligible, n_chosen, n_fallback_chosen, n_replaced"
-    union = [f"SELECT '{pid}' AS policy_id, {cols} FROM {rel}" for pid, rel in parts.items()]
+    from ..statistics.sql.literals import text
+
+    union = [f"SELECT {text(pid)} AS policy_id, {cols} FROM {rel}" for pid, rel in parts.items()]
     union.append(f"""
 SELECT p.policy_id, e.dt, e.event_id, CAST(array() AS array<{SLOT_TYPE}>) AS slots, 0 AS n_eligible,
   0 AS n_chosen, 0 AS n_fallback_chosen, 0 AS n_replaced

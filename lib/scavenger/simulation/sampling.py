@@ -11,6 +11,7 @@ import datetime as _dt
 
 import numpy as np
 
+from ..statistics.sql.literals import text
 from .world import World
 
 # Random streams (hash constants of each draw); base policy b uses _BASE_STREAM + 2b (slate) and + 2b + 1 (coin).
@@ -28,7 +29,7 @@ def arr(values, kind: str = "int") -> str:
     if kind == "double":
         return "array(" + ", ".join(dbl(v) for v in values) + ")"
     if kind == "string":
-        return "array(" + ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) + ")"
+        return "array(" + ", ".join(text(v) for v in values) + ")"
     return "array(" + ", ".join(str(int(v)) for v in values) + ")"
 
 

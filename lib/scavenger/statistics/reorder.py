@@ -32,9 +32,10 @@ def ctr_scores(ad_position: pd.DataFrame, adc: np.ndarray | None = None) -> pd.D
 
 def _sorted(policy_id: str, score_of, source: str = "scv_ev", join: str = "") -> str:
     """Decisions that order each event's logged slots by ``score_of(s)`` (a SQL expression of slot s)."""
-    pid = policy_id.replace("'", "''")
+    from .sql.literals import text
+
     return f"""
-SELECT '{pid}' AS policy_id, e.event_id AS event_id,
+SELECT {text(policy_id)} AS policy_id, e.event_id AS event_id,
   transform(array_sort(transform(e.slots, s -> named_struct('neg', -1D * coalesce({score_of}, {LOWEST}),
     'p', s.position, 'a', s.ad_id))),
     (x, i) -> named_struct('position', CAST(i + 1 AS INT), 'ad_id', x.a, 'probability', 1D)) AS slots,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...checks.rules import (DECISION_REASONS, RuleConfig, any_flag_sql, codes_sql, decision_rules,
                              element_columns, flag, flag_columns, sum_deviation_sql)
+from .literals import text
 
 
 def qkeys() -> str:
@@ -160,10 +161,9 @@ FROM scv_joined GROUP BY dt"""
 
 def quarantined(run_id: str) -> str:
     """The quarantined decision rows as read (sorted entries), their reason codes and the run that set them aside."""
-    rid = run_id.replace("'", "''")
     return f"""
 SELECT policy_id, event_id, dslots AS slots, base_policy, {codes_sql(DECISION_REASONS)} AS reason_codes,
-  '{rid}' AS run_id, dt
+  {text(run_id)} AS run_id, dt
 FROM scv_joined WHERE NOT clean"""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...checks.rules import (LOG_REASONS, RuleConfig, slot_any, any_flag_sql, codes_sql, flag, flag_columns,
                              element_columns, log_rules, slot_extreme)
+from .literals import text
 
 CONTRACT_COLUMNS = "event_id, event_time, context_id, context, logging_policy, slots, slate_reward, dt"
 
@@ -94,10 +95,9 @@ GROUP BY dt"""
 
 def quarantined(run_id: str) -> str:
     """The quarantined rows: the contract's columns, their reason codes and the run that set them aside."""
-    rid = run_id.replace("'", "''")
     return f"""
 SELECT event_id, event_time, context_id, context, logging_policy, slots, slate_reward,
-  {codes_sql(LOG_REASONS)} AS reason_codes, '{rid}' AS run_id, dt
+  {codes_sql(LOG_REASONS)} AS reason_codes, {text(run_id)} AS run_id, dt
 FROM scv_events WHERE NOT clean"""
 
 

@@ -3,6 +3,8 @@ decisions (scv_joined). Every value column is a count, a sum or a max/min, so a 
 (``statistics/tables.py`` merges them). Keys and value columns are documented per statement."""
 from __future__ import annotations
 
+from .literals import text
+
 _POISSON_CDF = None
 
 
@@ -253,6 +255,5 @@ def stratum_sql(key: str) -> str:
     if key == "context_id":
         return "context_id"
     if key.startswith("context:") and len(key) > len("context:"):
-        name = key[len("context:"):].replace("'", "''")
-        return f"element_at(context, '{name}')"
+        return f"element_at(context, {text(key[len('context:'):])})"
     raise ValueError(f"calibration scope key must be context_id or context:<name>, got {key!r}")
