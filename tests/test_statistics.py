@@ -364,13 +364,27 @@ def test_by_day_tables_are_each_days_own(one_scan, data):
 
 def test_stored_small_tables_read_back_as_written(data, tmp_path):
     """Every small table of a stored day reads back as the frame the scan produced: values, columns and dtypes (the
-    files are written without pandas' schema metadata)."""
+    files are written without pandas' schema metadata), from the day's bundle, from the tables' own files, and
+    from the files when the bundle does not read."""
+    from scavenger.statistics.store import BUNDLE
+
     logs, decs = write_parquet(data, str(tmp_path / "in"))
     cfg, sd = StatsConfig(bootstrap=2, seed=3), str(tmp_path / "stats")
     scanned = run_window(logs, decs, cfg, sd)
     store = Store(sd)
     days = sorted(scanned.per_day)
-    loaded = store.load_days({d: store.manifest(d) for d in days})
+    manifests = {d: store.manifest(d) for d in days}
+    assert all(m["bundle"] for m in manifests.values())
+    assert store._read_bundle(days[0]) and sorted(store._read_bundle(days[0])) == sorted(
+        n for n in manifests[days[0]]["tables"] if not TABLES[n].big)
+    _same_as_scanned(scanned, store.load_days(manifests), days)
+    _same_as_scanned(scanned, store.load_days({d: {**m, "bundle": False} for d, m in manifests.items()}), days)
+    (tmp_path / "stats" / BUNDLE / f"dt={days[0].isoformat()}.parquet").write_bytes(b"not parquet")
+    assert store._read_bundle(days[0]) == {}
+    _same_as_scanned(scanned, store.load_days(manifests), days)
+
+
+def _same_as_scanned(scanned, loaded: dict, days: list) -> None:
     n = 0
     for d in days:
         for name, frame in scanned.per_day[d].items():

@@ -3,7 +3,10 @@
 Layout: ``<store>/<table>/dt=YYYY-MM-DD/part-0.parquet`` (small tables, written from pandas), ``<store>/<table>/
 dt=YYYY-MM-DD/*.parquet`` (the big slate tables and event ids, written by the engine), and
 ``<store>/_manifest/dt=YYYY-MM-DD.json``, written last: a day without a manifest (an interrupted write) is never
-trusted. The manifest holds two fingerprints: the logs' (the day's input files with size and modification time,
+trusted. Beside the small tables' files, ``<store>/_small/dt=YYYY-MM-DD.parquet`` holds the same tables in one file
+(one row per table: its name and its Arrow IPC stream), named by the manifest: a window reads one file per stored day
+instead of one per table and day (some 330 in a 30-day window, the window's main cost after its new day); a day
+without it, or whose bundle does not read, is read from the tables' own files. The manifest holds two fingerprints: the logs' (the day's input files with size and modification time,
 the statistics configuration) and the decisions' (their files, the policy filter, derived policies). A day is
 reused when its logs fingerprint matches, its decisions fingerprint matches whenever decisions are asked for, and
 it holds every table asked for; otherwise it is scanned again and replaced.
@@ -21,6 +24,7 @@ from ..io import fs
 from .tables import TABLES
 
 LOAD_THREADS = min(8, max(2, os.cpu_count() or 2))   # stored small files read at once (Store.load_days)
+BUNDLE = "_small"    # <store>/_small/dt=YYYY-MM-DD.parquet: a day's small tables in one file (see module doc)
 
 
 # What a stored day's tables mean: part of every day's fingerprint, so that a store written before a change to
@@ -77,10 +81,15 @@ class Store:
         return m
 
     def load_days(self, manifests: dict) -> dict:
-        """{day: {table: frame with dt}} of the small tables of stored days ({day: manifest}). The small files
-        (some 400 in a 30-day window) are read as Arrow by a pool of threads (local or remote, the reads wait on I/O
-        and release the GIL), and the days of a table with the same schema are converted to pandas at once (one
-        conversion per file was most of the time)."""
+        """{day: {table: frame with dt}} of the small tables of stored days ({day: manifest})."""
+        return self.load_tables(manifests)[0]
+
+    def load_tables(self, manifests: dict) -> tuple:
+        """({day: {table: frame with dt}}, {table: [frames with dt]}) of the small tables of stored days ({day:
+        manifest}); the second holds each table's days at once (one frame per schema the days share), ready to be
+        merged. The bundles (or the tables' own files) are read as Arrow by a pool of threads (local or remote, the
+        reads wait on I/O and release the GIL), and the days of a table with the same schema are converted to pandas
+        at once (one conversion per file was most of the time)."""
         from concurrent.futures import ThreadPoolExecutor
 
         import pyarrow as pa
@@ -88,19 +97,26 @@ class Store:
         out = {d: {} for d in manifests}
         wanted = [(name, d) for d, m in manifests.items() for name in m.get("tables", [])
                   if name in TABLES and not TABLES[name].big]
+        bundled = [d for d, m in manifests.items() if m.get("bundle")]
         with ThreadPoolExecutor(max_workers=LOAD_THREADS) as pool:
-            read = list(pool.map(lambda nd: self._read_small(*nd), wanted))
+            read = {(name, d): t for d, tabs in zip(bundled, pool.map(self._read_bundle, bundled))
+                    for name, t in tabs.items()}
+            rest = [nd for nd in wanted if nd not in read]
+            read.update(zip(rest, pool.map(lambda nd: self._read_small(*nd), rest)))
         groups: dict = {}            # (table, schema) -> [(day, arrow table)]
-        for (name, d), t in zip(wanted, read):
+        for name, d in wanted:
+            t = read[(name, d)]
             groups.setdefault((name, t.schema), []).append((d, t))
+        frames: dict = {}
         for (name, _), parts in groups.items():
             df = _arrays_back(pa.concat_tables([t for _, t in parts]).to_pandas(date_as_object=True))
+            frames.setdefault(name, []).append(df)
             bounds = [0]
             for _, t in parts:
                 bounds.append(bounds[-1] + t.num_rows)
             for (d, _), lo, hi in zip(parts, bounds, bounds[1:]):
                 out[d][name] = df.iloc[lo:hi].reset_index(drop=True)
-        return out
+        return out, frames
 
     def _read_small(self, name: str, day):
         """One stored day's small table as an Arrow table with its dt column first."""
@@ -112,6 +128,27 @@ class Store:
             t = pq.ParquetFile(fh).read(use_threads=False)
         return t.add_column(0, "dt", pa.array([day] * t.num_rows, pa.date32()))
 
+    def _bundle(self, day) -> str:
+        return fs.join(self.uri, BUNDLE, f"dt={day.isoformat()}.parquet")
+
+    def _read_bundle(self, day) -> dict:
+        """{table: Arrow table with dt first} of a day's bundle; {} when it does not read (its tables' own files are
+        read instead)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            loc = fs.resolve(self._bundle(day))
+            with loc.fs.open_input_file(loc.path) as fh:
+                rows = pq.ParquetFile(fh).read(use_threads=False).to_pydict()
+            out = {}
+            for name, blob in zip(rows["table"], rows["ipc"]):
+                t = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+                out[name] = t.add_column(0, "dt", pa.array([day] * t.num_rows, pa.date32()))
+            return out
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            return {}
+
     def big_files(self, name: str, days) -> list:
         out = []
         for d in days:
@@ -120,14 +157,28 @@ class Store:
 
     def invalidate(self, day) -> None:
         fs.delete(self._manifest(day))
+        fs.delete(self._bundle(day))
 
-    def write_small(self, day, tables: dict) -> None:
+    def write_small(self, day, tables: dict) -> bool:
+        """The day's small tables, each in its own file and all of them in the day's bundle; True (the manifest
+        then names the bundle)."""
+        import pyarrow as pa
+
+        names, blobs = [], []
         for name, df in tables.items():
             if TABLES[name].big:
                 continue
             body = df[df["dt"] == day].drop(columns=["dt"]) if "dt" in df.columns else df
-            fs.write_parquet(fs.join(self.uri, name, f"dt={day.isoformat()}", "part-0.parquet"),
-                             _small_table(_arrays_out(body.reset_index(drop=True))))
+            table = _small_table(_arrays_out(body.reset_index(drop=True)))
+            fs.write_parquet(fs.join(self.uri, name, f"dt={day.isoformat()}", "part-0.parquet"), table)
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            names.append(name)
+            blobs.append(sink.getvalue().to_pybytes())
+        fs.write_parquet(self._bundle(day), pa.table({"table": pa.array(names, pa.string()),
+                                                      "ipc": pa.array(blobs, pa.binary())}))
+        return True
 
     def write_manifest(self, day, logs_fp: str, decisions_fp: str | None, tables: set, extra: dict) -> None:
         fs.write_json(self._manifest(day), {

@@ -157,11 +157,14 @@ def _sum_arrays(s: pd.Series):
 
 def merge_all(per_day: dict, dates: list, by_dt: bool = False) -> dict:
     """{table: merged frame} over ``dates`` of ``per_day`` ({dt: {table: frame}})."""
+    return merge_tables({name: [per_day.get(d, {}).get(name) for d in dates] for name in SMALL}, by_dt)
+
+
+def merge_tables(frames: dict, by_dt: bool = False) -> dict:
+    """{table: merged frame} of {table: [frames with dt]} (a day's frame each, or several days' at once)."""
     out = {}
-    for name, t in TABLES.items():
-        if t.big:
-            continue
-        merged = merge(name, [per_day.get(d, {}).get(name) for d in dates], by_dt=by_dt)
+    for name in SMALL:
+        merged = merge(name, frames.get(name) or [], by_dt=by_dt)
         if len(merged):
             out[name] = merged
     return out

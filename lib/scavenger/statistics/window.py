@@ -21,7 +21,7 @@ import pandas as pd
 from ..progress import phase
 from .scan import StatsConfig, scan_days
 from .store import STORE_LAYOUT, Store, day_signature, fingerprint
-from .tables import BIG_COLUMNS, TABLES, merge, merge_all
+from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables
 
 
 @dataclass
@@ -132,9 +132,10 @@ _STORED = "stored days"
 
 
 def _load_merged(store: Store, manifests: dict) -> tuple:
-    """({day: {table: frame}}, {table: merged frame}) of the stored days ``manifests`` ({day: manifest})."""
-    per_day = store.load_days(manifests)
-    return per_day, merge_all(per_day, sorted(manifests))
+    """({day: {table: frame}}, {table: merged frame}) of the stored days ``manifests`` ({day: manifest}): each table
+    merged from its days read at once, not from one frame per day."""
+    per_day, frames = store.load_tables(manifests)
+    return per_day, merge_tables(frames)
 
 
 def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, run_id, derived, missing, manifests,
@@ -225,12 +226,14 @@ def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run
     day holds)."""
     from ..io import fs
 
+    bundles = {}
     for d in batch:
         store.invalidate(d)
-        store.write_small(d, per_day[d])
+        bundles[d] = store.write_small(d, per_day[d])
     for name, rel in res.big.items():
         engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", fs.join(store.uri, name), batch)
     for d in batch:
         present = set(per_day[d]) | set(res.big)
-        store.write_manifest(d, logs_fp[d], dec_fp[d], present, {"K": res.K, "run_id": run_id})
+        store.write_manifest(d, logs_fp[d], dec_fp[d], present, {"K": res.K, "run_id": run_id,
+                                                                 "bundle": bundles[d]})
 
