@@ -307,6 +307,26 @@ def test_echo_is_bounded_and_control_characters_escaped(tmp_path, capsys):
     assert "\x00" not in page and "\x1b" not in page and "pol\\x00icy\\x1b[31m" in page
 
 
+
+def test_paths_holding_quotes_and_backslashes(tmp_path):
+    """Inputs, outputs, a statistics store and its quarantine under a directory named with a quote and a backslash,
+    on DuckDB: the first run scans and stores both days, a re-run reads them from the store, and the quarantined
+    row lands under the right path (DuckDB's partitioned COPY read the backslash as a directory separator: exit 1)."""
+    root = tmp_path / "it's \\ dir"
+    data = build(root, days=2, per_day=200)
+    bad = dict(data["logs"][0], event_id=None)
+    _rewrite(root / "logs" / "dt=2026-01-01", lambda t: pa.concat_tables([t, pa.Table.from_pylist(
+        [{k: v for k, v in bad.items() if k != "dt"}], schema=t.schema)]))
+    argv = ["evaluate", "--logs", str(root / "logs"), "--decisions", str(root / "decisions"), "--engine", "duckdb",
+            "--gate", "report", "--stats-dir", str(root / "stats"), "--estimators", "slate_pi"]
+    assert main([*argv, "--out", str(root / "out")]) == 0
+    assert main([*argv, "--out", str(root / "out2")]) == 0
+    first, again = (json.loads((root / o / "result.json").read_text())["counts"] for o in ("out", "out2"))
+    assert (first["days_scanned"], again["days_scanned"]) == (2, 0)
+    q = pq.read_table(root / "stats" / "quarantine" / "logs" / "dt=2026-01-01")
+    assert q.num_rows == 1 and q.column("event_id").to_pylist() == [None]
+    assert not list(Path(tempfile.gettempdir()).glob("scavenger-copy-*"))
+
 # ---- 5. every ending recorded ------------------------------------------------------------------------------------
 def _start(argv, out: Path, run_id: str):
     p = subprocess.Popen([str(SCAVENGER), *argv, "--out", str(out), "--run-id", run_id], stdout=subprocess.PIPE,

@@ -8,6 +8,7 @@ gets a memory limit (``SCAVENGER_DUCKDB_MEMORY``, default 60% of the machine's m
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -46,6 +47,21 @@ def _limit_bytes(text: str) -> int:
         return 0
     scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m.group(2)]
     return int(float(m.group(1)) * scale)
+
+
+@contextlib.contextmanager
+def _backslash_free(path: str):
+    """``path``, or where it holds a backslash (DuckDB's partitioned COPY reads one as a directory separator) a
+    symbolic link to it from the system temp directory, removed afterwards."""
+    if "\\" not in path:
+        yield path
+        return
+    link = os.path.join(tempfile.gettempdir(), f"scavenger-copy-{uuid.uuid4().hex}")
+    os.symlink(path, link)
+    try:
+        yield link
+    finally:
+        os.unlink(link)
 
 
 def _quote(text: str) -> str:
@@ -170,8 +186,8 @@ class DuckDBEngine(Engine):
         try:
             query = self._sql(sql, f"write {os.path.basename(target)}")
             # one pass: COPY returns the rows it wrote (none: no dt directory, and commit removes the dts)
-            with _timed(f"write {target}"):
-                n = self.con.execute(f"COPY ({query}) TO {_quote(staging)} (FORMAT PARQUET, COMPRESSION ZSTD, "
+            with _timed(f"write {target}"), _backslash_free(staging) as to:
+                n = self.con.execute(f"COPY ({query}) TO {_quote(to)} (FORMAT PARQUET, COMPRESSION ZSTD, "
                                      f"PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE TRUE)").fetchall()[0][0]
             commit_partitions(staging, target, dts, partition)
         finally:
