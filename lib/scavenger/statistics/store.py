@@ -4,10 +4,10 @@ Layout: ``<store>/<table>/dt=YYYY-MM-DD/part-0.parquet`` (small tables, written 
 dt=YYYY-MM-DD/*.parquet`` (the big slate tables and event ids, written by the engine), and
 ``<store>/_manifest/dt=YYYY-MM-DD.json``, written last: a day without a manifest (an interrupted write) is never
 trusted. Beside the small tables' files, ``<store>/_small/dt=YYYY-MM-DD.parquet`` holds the same tables in one file
-(one row per table: its name and its Arrow IPC stream), named by the manifest: a window reads one file per stored day
-instead of one per table and day (some 330 in a 30-day window, the window's main cost after its new day); a day
-without it, or whose bundle does not read, is read from the tables' own files. The manifest holds two fingerprints: the logs' (the day's input files with size and modification time,
-the statistics configuration) and the decisions' (their files, the policy filter, derived policies). A day is
+(one row per table: its name and its Arrow IPC stream), named by the manifest: a window reads one file per stored
+day instead of one per table and day (some 330 in a 30-day window, the window's main cost after its new day); a day
+without it, or whose bundle does not read, is read from the tables' own files. The manifest holds two fingerprints:
+the logs' (the day's input files with size and modification time, the statistics configuration) and the decisions' (their files, the policy filter, derived policies). A day is
 reused when its logs fingerprint matches, its decisions fingerprint matches whenever decisions are asked for, and
 it holds every table asked for; otherwise it is scanned again and replaced.
 """
@@ -120,13 +120,12 @@ class Store:
 
     def _read_small(self, name: str, day):
         """One stored day's small table as an Arrow table with its dt column first."""
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
         loc = fs.resolve(fs.join(self.uri, name, f"dt={day.isoformat()}", "part-0.parquet"))
         with loc.fs.open_input_file(loc.path) as fh:
             t = pq.ParquetFile(fh).read(use_threads=False)
-        return t.add_column(0, "dt", pa.array([day] * t.num_rows, pa.date32()))
+        return _with_dt(t, day)
 
     def _bundle(self, day) -> str:
         return fs.join(self.uri, BUNDLE, f"dt={day.isoformat()}.parquet")
@@ -143,8 +142,7 @@ class Store:
                 rows = pq.ParquetFile(fh).read(use_threads=False).to_pydict()
             out = {}
             for name, blob in zip(rows["table"], rows["ipc"]):
-                t = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
-                out[name] = t.add_column(0, "dt", pa.array([day] * t.num_rows, pa.date32()))
+                out[name] = _with_dt(pa.ipc.open_stream(pa.py_buffer(blob)).read_all(), day)
             return out
         except (OSError, ValueError, KeyError, pa.ArrowException):
             return {}
@@ -159,9 +157,9 @@ class Store:
         fs.delete(self._manifest(day))
         fs.delete(self._bundle(day))
 
-    def write_small(self, day, tables: dict) -> bool:
-        """The day's small tables, each in its own file and all of them in the day's bundle; True (the manifest
-        then names the bundle)."""
+    def write_small(self, day, tables: dict) -> None:
+        """The day's small tables, each in its own file and all of them in the day's bundle (which the manifest
+        then names)."""
         import pyarrow as pa
 
         names, blobs = [], []
@@ -178,7 +176,6 @@ class Store:
             blobs.append(sink.getvalue().to_pybytes())
         fs.write_parquet(self._bundle(day), pa.table({"table": pa.array(names, pa.string()),
                                                       "ipc": pa.array(blobs, pa.binary())}))
-        return True
 
     def write_manifest(self, day, logs_fp: str, decisions_fp: str | None, tables: set, extra: dict) -> None:
         fs.write_json(self._manifest(day), {
@@ -194,6 +191,13 @@ class Store:
                 except ValueError:
                     continue
         return sorted(out)
+
+
+def _with_dt(table, day):
+    """A stored day's Arrow table with its dt column first."""
+    import pyarrow as pa
+
+    return table.add_column(0, "dt", pa.array([day] * table.num_rows, pa.date32()))
 
 
 def _small_table(df: pd.DataFrame):

@@ -226,14 +226,13 @@ def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run
     day holds)."""
     from ..io import fs
 
-    bundles = {}
     for d in batch:
         store.invalidate(d)
-        bundles[d] = store.write_small(d, per_day[d])
+        store.write_small(d, per_day[d])
     for name, rel in res.big.items():
         engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", fs.join(store.uri, name), batch)
     for d in batch:
         present = set(per_day[d]) | set(res.big)
         store.write_manifest(d, logs_fp[d], dec_fp[d], present, {"K": res.K, "run_id": run_id,
-                                                                 "bundle": bundles[d]})
+                                                                 "bundle": True})
 
