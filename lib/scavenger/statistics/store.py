@@ -8,8 +8,9 @@ trusted. Beside the small tables' files, ``<store>/_small/dt=YYYY-MM-DD.parquet`
 day instead of one per table and day (some 330 in a 30-day window, the window's main cost after its new day); a day
 without it, or whose bundle does not read, is read from the tables' own files. The manifest holds two fingerprints:
 the logs' (the day's input files with size and modification time, the statistics configuration) and the decisions'
-(their files, the policy filter, derived policies). A day is reused when its logs fingerprint matches, its decisions fingerprint matches whenever decisions are asked for, and
-it holds every table asked for; otherwise it is scanned again and replaced.
+(their files, the policy filter, derived policies). A day is reused when its logs fingerprint matches, its decisions
+fingerprint matches whenever decisions are asked for, and it holds every table asked for; otherwise it is scanned
+again and replaced.
 """
 from __future__ import annotations
 
