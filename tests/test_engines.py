@@ -289,3 +289,32 @@ def test_explode_of_a_written_out_array_gives_the_same_rows_as_union_all(value):
     rows = lambda q: sorted(map(str, con.execute(q).fetchall()))  # noqa: E731
     assert rows(union) == rows(plain) and len(rows(plain)) >= 4
     assert "UNION ALL" not in to_duckdb(sql + " WHERE g > 1")
+
+
+def test_paths_holding_glob_characters_on_both_engines(spark, tmp_path):
+    """Logs, decisions, a statistics store and a quarantine under a directory named with Hadoop's glob characters,
+    a backslash and a quote. Spark's readers expand globs, so such a name was read as a pattern: PATH_NOT_FOUND and
+    exit 1. On both engines: the same estimates, a re-run reads every day from the store, the bad rows land in the
+    quarantine."""
+    from reference import with_bad_rows
+    from scavenger.engines import open_engine
+    from scavenger.pipelines.common import GateConfig, describe_inputs
+    from scavenger.pipelines.evaluate import EvaluateOptions, evaluate
+
+    root = tmp_path / "g [x]{a,b} * ? \\ it's"
+    data, _, _ = with_bad_rows(build_random(seed=4, K=2, n_ads=4, days=(0, 1), per_day=60, with_nulls=False))
+    write_parquet(data, str(root))
+    got = {}
+    for name in ("duckdb", "spark"):
+        runs = []
+        for _ in range(2):
+            eng = open_engine(name, "test", spark=spark if name == "spark" else None)
+            runs.append(evaluate(eng, describe_inputs(f"{root}/logs", f"{root}/decisions"), EvaluateOptions(),
+                                 GateConfig(mode="report", great_expectations=False), store=str(root / f"s_{name}"),
+                                 quarantine_dir=str(root / f"q_{name}")))
+            eng.close()
+        assert [len(r.window.stats.scanned) for r in runs] == [2, 0], name
+        assert len(pd.read_parquet(root / f"q_{name}" / "logs")) > 0, name
+        got[name] = runs[1].estimates
+    keys, num = ["policy_id", "estimator", "interval_kind"], ["value", "std_error", "ci_low", "ci_high"]
+    _equal_frames(got["duckdb"][keys + num], got["spark"][keys + num], keys, "estimates")

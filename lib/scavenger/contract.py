@@ -102,9 +102,11 @@ def read_source(spark, source: str):
             return spark.table(source)
         except AnalysisException:
             raise UsageError(f"no such table or path: {source}") from None
+    from .engines.spark import spark_read_path
+
     _check_path(source)
     try:
-        return spark.read.option("basePath", source).parquet(source)
+        return spark.read.option("basePath", source).parquet(spark_read_path(source))
     except AnalysisException as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"cannot read {source}: {first}") from None

@@ -10,6 +10,7 @@ hdfs:// without libhdfs), Spark's own dynamic partition overwrite replaces the d
 from __future__ import annotations
 
 import os
+import re
 import uuid
 
 import pandas as pd
@@ -112,7 +113,7 @@ class SparkEngine(Engine):
         return list(self.spark.table(name).columns)
 
     def read_csv(self, name: str, uri: str) -> None:
-        self.spark.read.option("header", True).option("inferSchema", False).csv(_spark_path(uri)) \
+        self.spark.read.option("header", True).option("inferSchema", False).csv(spark_read_path(uri)) \
             .createOrReplaceTempView(name)
         self._views.append(name)
 
@@ -129,11 +130,11 @@ class SparkEngine(Engine):
                     continue
                 for g in groups:
                     raw = f"{name}__{len(parts)}"
-                    df = self.spark.read.parquet(*[_spark_path(f) for f in g.files])
+                    df = self.spark.read.parquet(*[spark_read_path(f) for f in g.files])
                     nanos = _nanos_columns(g.files)
                     if nanos:   # read those as longs explicitly: Spark's inferred timestamp cannot be decoded
                         df = self.spark.read.schema(_as_longs(df.schema, nanos)).parquet(
-                            *[_spark_path(f) for f in g.files])
+                            *[spark_read_path(f) for f in g.files])
                     df.createOrReplaceTempView(raw)
                     self._views.append(raw)
                     parts.append(conform_sql(contract, raw, g.schema, g.dt, _long_timestamps(df, contract)))
@@ -144,8 +145,6 @@ class SparkEngine(Engine):
 
                 raise UsageError(f"no such catalog table: {source.obj}")
             df = self.spark.table(source.obj) if source.kind == "table" else source.obj
-            if source.kind == "path":
-                df = self.spark.read.option("basePath", source.uri).parquet(source.uri)
             if days is not None and contract.partition_column in df.columns:
                 df = df.where(days_filter(days))
             raw = f"{name}__0"
@@ -175,7 +174,7 @@ class SparkEngine(Engine):
         reader = self.spark.read.option("mergeSchema", "true")
         if root:
             reader = reader.option("basePath", _spark_path(root))
-        reader.parquet(*[_spark_path(u) for u in uris]).createOrReplaceTempView(name)
+        reader.parquet(*[spark_read_path(u) for u in uris]).createOrReplaceTempView(name)
         self._views.append(name)
 
     def write(self, sql: str, uri: str, dts, partition: str = "dt") -> int:
@@ -205,6 +204,16 @@ def _conf(spark, key: str):
 
 def _spark_path(uri: str) -> str:
     return fs.normalize(uri)
+
+
+_GLOB = re.compile(r"([\\*?\[\]{}])")
+
+
+def spark_read_path(uri: str) -> str:
+    """``uri`` as Spark's readers take it literally: they expand Hadoop globs, so ``\\ * ? [ ] { }`` in a directory
+    or file name are escaped with a backslash (unescaped, such a name read as a pattern: PATH_NOT_FOUND, exit 1).
+    Writers and the ``basePath`` option take paths as they are."""
+    return _GLOB.sub(r"\\\1", _spark_path(uri))
 
 
 def _arrow_schema(struct):

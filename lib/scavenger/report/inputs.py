@@ -60,7 +60,9 @@ def read_table(path: str | os.PathLike, spark_factory: Callable | None = None) -
     if _is_remote(path):
         if spark_factory is None:
             raise UsageError(f"cannot read remote table {path} without a SparkSession")
-        return spark_factory().read.parquet(path).toPandas()
+        from ..engines.spark import spark_read_path
+
+        return spark_factory().read.parquet(spark_read_path(path)).toPandas()
     p = _local(path)
     if not p.exists():
         raise UsageError(f"no such table: {path}")
