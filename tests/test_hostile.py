@@ -327,6 +327,26 @@ def test_paths_holding_quotes_and_backslashes(tmp_path):
     assert q.num_rows == 1 and q.column("event_id").to_pylist() == [None]
     assert not list(Path(tempfile.gettempdir()).glob("scavenger-copy-*"))
 
+def test_columns_named_like_the_readers_own(tmp_path):
+    """Logs and decisions holding extra columns named ``filename`` and ``file_row_number`` (DuckDB's reader adds
+    columns of those names: exit 1 before) give the counts and estimates of the same files without them."""
+    build(tmp_path / "plain", per_day=150)
+    shutil.copytree(tmp_path / "plain", tmp_path / "extra")
+    for side in ("logs", "decisions"):
+        _rewrite(tmp_path / "extra" / side, lambda t: t.append_column("filename", pa.array(["x"] * t.num_rows))
+                 .append_column("file_row_number", pa.array([7] * t.num_rows, pa.int64())))
+    got = {}
+    for name in ("plain", "extra"):
+        out = tmp_path / f"out_{name}"
+        assert main(["evaluate", "--logs", str(tmp_path / name / "logs"), "--decisions",
+                     str(tmp_path / name / "decisions"), "--engine", "duckdb", "--out", str(out)]) == 0
+        got[name] = (json.loads((out / "result.json").read_text())["counts"]["logs"],
+                     pq.read_table(out / "estimates").to_pandas().sort_values(["policy_id", "estimator"]))
+    assert got["plain"][0] == got["extra"][0] and got["plain"][0]["rows_used"] == 300
+    a, b = got["plain"][1], got["extra"][1]
+    assert len(a) and np.allclose(a["value"].astype(float), b["value"].astype(float), rtol=1e-12, equal_nan=True)
+
+
 # ---- 5. every ending recorded ------------------------------------------------------------------------------------
 def _start(argv, out: Path, run_id: str):
     p = subprocess.Popen([str(SCAVENGER), *argv, "--out", str(out), "--run-id", run_id], stdout=subprocess.PIPE,

@@ -64,6 +64,21 @@ def _backslash_free(path: str):
         os.unlink(link)
 
 
+def _with_file_rid(files: str, offset: int, schema, contract) -> str:
+    """The files' rows plus ``_rid``: the file's place in the list and the row's place in the file (unique, and
+    computed in parallel, unlike row_number() OVER ()). A file holding a column named ``file_row_number`` hides
+    DuckDB's own (its reader refuses the option then): its rows are numbered in the order of their contract columns,
+    so the same rows get the same ids on every run (which of two rows equal in every contract column comes first
+    cannot show in any output)."""
+    pos = f"CAST(({offset} + list_position([{files}], scv_filename)) AS BIGINT) * 4294967296"
+    if "file_row_number" not in schema.names:
+        return (f"SELECT *, {pos} + file_row_number AS _rid FROM read_parquet([{files}], hive_partitioning = false, "
+                f"filename = 'scv_filename', file_row_number = true)")
+    order = ", ".join('"' + c.replace('"', '""') + '"' for c in contract.columns if c in schema.names)
+    return (f"SELECT *, {pos} + row_number() OVER (PARTITION BY scv_filename ORDER BY {order or 'scv_filename'}) "
+            f"AS _rid FROM read_parquet([{files}], hive_partitioning = false, filename = 'scv_filename')")
+
+
 def _quote(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
@@ -148,12 +163,7 @@ class DuckDBEngine(Engine):
             for g in groups:
                 raw = f"{name}__{len(parts)}"
                 files = ", ".join(_quote(f) for f in g.files)
-                # _rid: a row id from the file's place in the list and the row's place in the file (unique, and
-                # computed in parallel, unlike row_number() OVER ())
-                rid = (f"CAST(({n_files} + list_position([{files}], filename)) AS BIGINT) * 4294967296 "
-                       f"+ file_row_number AS _rid")
-                self._exec(f"CREATE OR REPLACE TEMP VIEW {raw} AS SELECT *, {rid} FROM read_parquet([{files}], "
-                           f"hive_partitioning = false, filename = true, file_row_number = true)")
+                self._exec(f"CREATE OR REPLACE TEMP VIEW {raw} AS {_with_file_rid(files, n_files, g.schema, contract)}")
                 n_files += len(g.files)
                 parts.append(self._sql(conform_sql(contract, raw, g.schema, g.dt, carry=("_rid",)), raw))
         if not parts:
