@@ -347,6 +347,40 @@ def test_columns_named_like_the_readers_own(tmp_path):
     assert len(a) and np.allclose(a["value"].astype(float), b["value"].astype(float), rtol=1e-12, equal_nan=True)
 
 
+def test_no_row_vanishes_between_the_directories_and_the_counts(tmp_path, capsys):
+    """A dt column in the files that is null or names another day gives way to the dt= directory, as in Hive: every
+    row is counted (they vanished before, uncounted). A dt= directory holding no date is named on stderr. A window of
+    empty files is a failed data check (exit 3; a KeyError in the ADC estimate before). A quarantine share over the
+    limit keeps the row counts and the quarantine's place in result.json (empty before)."""
+    build(tmp_path / "d", per_day=100)
+    _rewrite(tmp_path / "d" / "logs" / "dt=2026-01-01", lambda t: t.append_column("dt", pa.array(
+        [None, dt.date(2025, 5, 5)] + [dt.date(2026, 1, 1)] * (t.num_rows - 2), pa.date32())))
+    shutil.copytree(tmp_path / "d" / "logs" / "dt=2026-01-02", tmp_path / "d" / "logs" / "dt=__HIVE_DEFAULT_PARTITION__")
+    argv = ["evaluate", "--logs", str(tmp_path / "d" / "logs"), "--decisions", str(tmp_path / "d" / "decisions"),
+            "--engine", "duckdb", "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    logs = json.loads((tmp_path / "out" / "result.json").read_text())["counts"]["logs"]
+    assert (logs["rows_in"], logs["rows_used"], logs["rows_quarantined"]) == (200, 200, 0)
+    assert "skipped 1 directory whose name holds no date (dt=__HIVE_DEFAULT_PARTITION__)" in capsys.readouterr().err
+
+    _rewrite(tmp_path / "d" / "logs", lambda t: t.slice(0, 0))
+    assert main(argv) == 3
+    assert "no impression_log rows" in json.loads((tmp_path / "out" / "result.json").read_text())["message"]
+    assert main([*argv, "--gate", "report"]) == 3
+    assert "hold no rows" in json.loads((tmp_path / "out" / "result.json").read_text())["message"]
+
+    build(tmp_path / "q", per_day=100)
+    _rewrite(tmp_path / "q" / "logs" / "dt=2026-01-01", lambda t: t.set_column(
+        t.schema.get_field_index("slots"), "slots", pa.array([None] + t.column("slots").to_pylist()[1:],
+                                                             t.schema.field("slots").type)))
+    assert main(["validate", "--logs", str(tmp_path / "q" / "logs"), "--decisions", str(tmp_path / "q" / "decisions"),
+                 "--engine", "duckdb", "--out", str(tmp_path / "qout")]) == 3
+    res = json.loads((tmp_path / "qout" / "result.json").read_text())
+    assert (res["counts"]["logs"]["rows_in"], res["counts"]["logs"]["rows_quarantined"]) == (200, 1)
+    assert res["outputs"]["quarantine"] == str(tmp_path / "qout" / "quarantine")
+    assert pq.read_table(tmp_path / "qout" / "quarantine" / "logs").num_rows == 1
+
+
 # ---- 5. every ending recorded ------------------------------------------------------------------------------------
 def _start(argv, out: Path, run_id: str):
     p = subprocess.Popen([str(SCAVENGER), *argv, "--out", str(out), "--run-id", run_id], stdout=subprocess.PIPE,

@@ -219,6 +219,7 @@ def _run(module, args, ctx, prepared, out, guard, debug) -> int:
             verdicts = getattr(exc, "verdicts", None)
             if verdicts:
                 result.verdicts = verdicts
+            _record_counts(result, args, getattr(exc, "counts", None))
             print(f"scavenger {module.NAME}: error: {result.message}", file=sys.stderr)
             if debug:
                 traceback.print_exc()
@@ -234,6 +235,18 @@ def _run(module, args, ctx, prepared, out, guard, debug) -> int:
             elif code == errors.EXIT_INTERNAL:
                 print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
     return code
+
+
+def _record_counts(result, args, counts) -> None:
+    """A data check that failed after the rows were read: result.json keeps the row counts (rows in = used +
+    quarantined) and names the quarantine the pass wrote."""
+    if not counts or result.counts:
+        return
+    from .commands._common import quarantine_dir
+
+    result.counts.update(counts)
+    if any((c or {}).get("rows_quarantined") for c in counts.values() if isinstance(c, dict)):
+        result.outputs.setdefault("quarantine", quarantine_dir(args))
 
 
 def _interrupted(module, result, signum: int) -> int:

@@ -33,6 +33,7 @@ class DataCheckFailed(ScavengerError):
 
     exit_code = EXIT_DATA_CHECK
 
-    def __init__(self, message: str, verdicts=None):
+    def __init__(self, message: str, verdicts=None, counts=None):
         super().__init__(message)
         self.verdicts = verdicts or []
+        self.counts = counts or {}          # the window's row counts when the rows were read (result.json counts)

@@ -148,8 +148,9 @@ def _child_uri(loc: Location, rel: str) -> str:
     return os.path.join(loc.path, rel) if is_local(loc.uri) else posixpath.join(loc.uri, rel)
 
 
-def dt_partitions(uri: str, column: str = "dt") -> dict:
-    """{date: uri} of the ``<column>=YYYY-MM-DD`` directories under ``uri`` (others are ignored)."""
+def dt_partitions(uri: str, column: str = "dt", undated: list | None = None) -> dict:
+    """{date: uri} of the ``<column>=YYYY-MM-DD`` directories under ``uri``; the names of ``<column>=`` directories
+    that hold no date (``__HIVE_DEFAULT_PARTITION__``, a typo) are appended to ``undated``, others are ignored."""
     prefix = f"{column}="
     out = {}
     for name, is_dir in listdir(uri):
@@ -157,7 +158,8 @@ def dt_partitions(uri: str, column: str = "dt") -> dict:
             try:
                 out[_dt.date.fromisoformat(name[len(prefix):])] = join(uri, name)
             except ValueError:
-                continue
+                if undated is not None:
+                    undated.append(name)
     return out
 
 

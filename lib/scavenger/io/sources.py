@@ -82,7 +82,14 @@ def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Sourc
     uri = fs.normalize(text)
     if fs.is_local(uri) and not fs.exists(uri):
         raise UsageError(f"{flag}: no such path: {text}")
-    parts = fs.dt_partitions(uri, contract.partition_column) if fs.isdir(uri) else {}
+    undated: list = []
+    parts = fs.dt_partitions(uri, contract.partition_column, undated) if fs.isdir(uri) else {}
+    if parts and undated:
+        from ..progress import note
+
+        shown = ", ".join(sorted(undated)[:5]) + (f" and {len(undated) - 5} more" if len(undated) > 5 else "")
+        note(f"{flag}: skipped {len(undated)} director{'y' if len(undated) == 1 else 'ies'} whose name holds no "
+             f"date ({shown}): their rows belong to no day of any window")
     src = Source(kind="files", name=text, uri=uri)
     if parts:
         for day, day_uri in sorted(parts.items()):

@@ -115,7 +115,7 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks)
     if gate.enforce and window.check_verdicts.get("quarantine") == A.FAIL:
         msgs = [r["message"] for r in verdicts if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL]
-        raise DataCheckFailed("; ".join(msgs), verdicts=verdicts)
+        raise DataCheckFailed("; ".join(msgs), verdicts=verdicts, counts=counts)
     return window
 
 
@@ -136,11 +136,15 @@ def require_clean_rows(window: Window, what: str) -> None:
     """adc and evaluate need clean rows: a window whose every row was quarantined (even with --gate report) is a
     failed data check (exit 3), not an estimator fed empty tables."""
     logs = window.counts.get("logs") or {}
-    if logs.get("rows_in") and not logs.get("rows_used"):
+    if not logs.get("rows_in"):
+        raise DataCheckFailed(f"the window's log files hold no rows: no {what} can be estimated; check the input "
+                              f"path, --from and --to", verdicts=window.verdicts, counts=window.counts)
+    if not logs.get("rows_used"):
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted((logs.get("by_reason") or {}).items(),
                                                            key=lambda kv: -kv[1])[:5])
         raise DataCheckFailed(f"all {logs['rows_in']} log rows of the window were quarantined ({reasons}): no "
-                              f"{what} can be estimated; see quarantine/ for the reasons", verdicts=window.verdicts)
+                              f"{what} can be estimated; see quarantine/ for the reasons", verdicts=window.verdicts,
+                              counts=window.counts)
 
 
 def failed_checks_message(window: Window, failed: list) -> str:
