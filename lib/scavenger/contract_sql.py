@@ -35,11 +35,46 @@ def empty_sql(contract) -> str:
     return f"SELECT {cols} WHERE 1 = 0"
 
 
-def _struct_sql(var: str, struct, present: list[str]) -> str:
-    """named_struct of a contract struct from element ``var`` (by name; missing nullable fields are null)."""
+_INTEGER = "^[+-]?[0-9]+$"
+_DECIMAL = "^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+
+
+def _lossy(source, data_type) -> bool:
+    """Does casting an Arrow ``source`` type to the contract's ``data_type`` differ between the engines? Spark
+    truncates 1.5 to the integer 1 and reads '0.2d' as 0.2; DuckDB rounds to 2, reads '0x2' as 2 and '0.2d' as
+    null."""
+    import pyarrow.types as T
+    from pyspark.sql import types as S
+
+    if isinstance(data_type, (S.IntegerType, S.LongType)):
+        return T.is_floating(source) or T.is_decimal(source) or T.is_string(source) or T.is_large_string(source)
+    if isinstance(data_type, S.DoubleType):
+        return T.is_string(source) or T.is_large_string(source)
+    return False
+
+
+def cast_sql(expr: str, source, data_type) -> str:
+    """``expr`` of Arrow type ``source`` as the contract's ``data_type``, the same value on both engines: a number
+    with a fraction, or text that is not a plain decimal numeral, becomes null (then quarantined by its rule)."""
+    t = sql_type(data_type)
+    if source is None or not _lossy(source, data_type):
+        return f"try_cast({expr} AS {t})"
+    import pyarrow.types as T
+
+    if T.is_floating(source) or T.is_decimal(source):
+        return f"CASE WHEN {expr} = floor({expr}) THEN try_cast({expr} AS {t}) END"
+    pattern = _DECIMAL if t == "double" else _INTEGER
+    return f"CASE WHEN {expr} RLIKE '{pattern}' THEN try_cast({expr} AS {t}) END"
+
+
+def _struct_sql(var: str, struct, source) -> str:
+    """named_struct of a contract struct from element ``var`` of Arrow struct type ``source`` (by name; missing
+    nullable fields are null)."""
+    have = {source.field(i).name: source.field(i).type for i in range(source.num_fields)} \
+        if hasattr(source, "num_fields") else {}
     parts = []
     for f in struct.fields:
-        value = f"try_cast({var}.{f.name} AS {sql_type(f.dataType)})" if f.name in present \
+        value = cast_sql(f"{var}.{f.name}", have[f.name], f.dataType) if f.name in have \
             else f"CAST(NULL AS {sql_type(f.dataType)})"
         parts.append(f"'{f.name}', {value}")
     return "named_struct(" + ", ".join(parts) + ")"
@@ -66,17 +101,19 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
     """SELECT of ``view`` as the contract's columns and types (Spark SQL; DuckDB via sqlglot).
 
     ``schema``: the source's pyarrow schema. Values that do not parse become null (``try_cast``) and are then
-    quarantined with a reason; missing optional columns are null; ``dt`` is the partition's date when the files do
-    not hold it. An array of structs is cast as a whole when its fields are the contract's in the contract's order,
-    else rebuilt field by field by name. ``nanos_as_long``: timestamp columns Spark reads as nanoseconds since the
-    epoch (Parquet INT64 nanos). ``carry``: extra columns passed through (a row id)."""
+    quarantined with a reason; missing optional columns are null. ``dt`` is the partition's date: the ``dt=``
+    directory wins over a ``dt`` column in its files, as in Hive and Spark's partition discovery (a row whose
+    event_time lies outside that day is quarantined as EVENT_TIME_OUTSIDE_DT; none vanish). An array of structs is
+    cast as a whole when its fields are the contract's in the contract's order, else rebuilt field by field by name.
+    ``nanos_as_long``: timestamp columns Spark reads as nanoseconds since the epoch (Parquet INT64 nanos). ``carry``:
+    extra columns passed through (a row id)."""
     from pyspark.sql.types import ArrayType, StructType
 
     names = list(schema.names)
     cols = []
     for f in contract.struct_type().fields:
         t = sql_type(f.dataType)
-        if f.name == contract.partition_column and dt is not None and f.name not in names:
+        if f.name == contract.partition_column and dt is not None:     # the directory's date, as Hive reads it
             cols.append(f"DATE '{dt.isoformat()}' AS {f.name}")
         elif f.name not in names:
             cols.append(f"CAST(NULL AS {t}) AS {f.name}")
@@ -87,15 +124,16 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
                         f"AS {f.name}")
         elif isinstance(f.dataType, ArrayType) and isinstance(f.dataType.elementType, StructType):
             elem = schema.field(f.name).type.value_type
-            have = [elem.field(i).name for i in range(elem.num_fields)] if hasattr(elem, "num_fields") else []
-            want = [s.name for s in f.dataType.elementType.fields]
-            if have == want:
+            have = [elem.field(i) for i in range(elem.num_fields)] if hasattr(elem, "num_fields") else []
+            want = f.dataType.elementType.fields
+            if [h.name for h in have] == [w.name for w in want] and \
+                    not any(_lossy(h.type, w.dataType) for h, w in zip(have, want)):
                 cols.append(f"try_cast({f.name} AS {t}) AS {f.name}")
             else:
-                cols.append(f"transform({f.name}, s -> {_struct_sql('s', f.dataType.elementType, have)}) "
+                cols.append(f"transform({f.name}, s -> {_struct_sql('s', f.dataType.elementType, elem)}) "
                             f"AS {f.name}")
         else:
-            cols.append(f"try_cast({f.name} AS {t}) AS {f.name}")
+            cols.append(f"{cast_sql(f.name, schema.field(f.name).type, f.dataType)} AS {f.name}")
     cols += list(carry)
     return "SELECT " + ", ".join(cols) + f" FROM {view}"
 

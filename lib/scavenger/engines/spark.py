@@ -226,10 +226,22 @@ def _arrow_schema(struct):
     for f in struct.fields:
         try:
             t = arrow_type(f.dataType, nullable=True)
-        except TypeError:          # a type the contract never uses: its name is enough for the conform step
-            t = pa.string()
+        except TypeError:          # a type the contract never uses (float, decimal, short, nested such types)
+            t = _any_arrow_type(f.dataType)
         fields.append(pa.field(f.name, t, True))
     return pa.schema(fields)
+
+
+def _any_arrow_type(data_type):
+    """pyspark's Arrow type of a Spark type; null for one Arrow cannot hold (the conform step then casts it as
+    it is)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    try:
+        return to_arrow_type(data_type, timezone="UTC")
+    except Exception:  # noqa: BLE001 - pyspark raises several kinds for unsupported types
+        return pa.null()
 
 
 def write_frame(df, uri: str, partition: str = "dt", dts=None, append: bool = False) -> list[str]:
