@@ -29,6 +29,33 @@ DEFAULT_SQL_CONF: dict[str, str] = {
 _LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 
 
+def check_remote(url: str, timeout: float = 10.0) -> None:
+    """SPARK_REMOTE must be ``sc://host[:port][/;param=value...]`` (or ``local``) with a server listening there: a
+    malformed URL, or a port nobody answers on, is a setting to fix (exit 2), said at once instead of after
+    minutes of the client's retries."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from .errors import UsageError
+
+    if url == "local" or url.startswith("local["):
+        return
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or 15002
+    except ValueError as exc:
+        raise UsageError(f"SPARK_REMOTE={url!r} is not a Spark Connect URL ({exc}): expected "
+                         f"sc://host:port, e.g. sc://localhost:15002") from None
+    if parts.scheme != "sc" or not host:
+        raise UsageError(f"SPARK_REMOTE={url!r} is not a Spark Connect URL: expected sc://host:port, e.g. "
+                         f"sc://localhost:15002")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise UsageError(f"SPARK_REMOTE={url!r}: no Spark Connect server answers at {host}:{port} "
+                         f"({exc.strerror or exc}); start the server or unset SPARK_REMOTE") from None
+
+
 def embedded_defaults(master: str | None, conf: Mapping[str, str] | None) -> dict[str, str]:
     """Settings for a JVM this process starts itself (local master, not under spark-submit), each only when the
     user did not set it: the driver heap (half the machine's memory, at least 1g and at most 32g: Spark's own
@@ -70,6 +97,8 @@ def get_spark(app_name: str = "scavenger", master: str | None = None,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        check_remote(remote)
     if master and not remote:
         builder = builder.master(master)
     conf = dict(conf or {})
