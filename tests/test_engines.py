@@ -318,3 +318,44 @@ def test_paths_holding_glob_characters_on_both_engines(spark, tmp_path):
         got[name] = runs[1].estimates
     keys, num = ["policy_id", "estimator", "interval_kind"], ["value", "std_error", "ci_low", "ci_high"]
     _equal_frames(got["duckdb"][keys + num], got["spark"][keys + num], keys, "estimates")
+
+
+def test_odd_types_read_alike_on_both_engines(spark, tmp_path):
+    """Positions written as floats (1.5) or text ('0x2', '1.5', ' 2'), propensities as text ('0.2d', '1e-1'):
+    DuckDB rounded 1.5 to 2 and read 0x2 as 2, Spark truncated 1.5 and read 0.2d as 0.2, so the engines
+    quarantined different rows and gave different estimates. Now a fraction or a non-numeral is null on both."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scavenger.engines import open_engine
+    from scavenger.pipelines.common import GateConfig, describe_inputs
+    from scavenger.pipelines.evaluate import EvaluateOptions, evaluate
+
+    data = build_random(seed=6, K=2, n_ads=3, days=(0, 1), per_day=120, with_nulls=False)
+    write_parquet(data, str(tmp_path))
+    day0, day1 = sorted((tmp_path / "logs").glob("dt=*"))
+    odd_pos, odd_prop = ["0x2", "1.5", " 2", "2.0", "+1"], ["0.2d", "1e-1", "0x1", " 0.5", ".5"]
+
+    def rewrite(day, position_type, position, propensity_type, propensity):
+        for f in sorted(day.rglob("*.parquet")):
+            t = pq.read_table(f)
+            rows = [[dict(s, position=position(r, s["position"]), propensity=propensity(r, s["propensity"]))
+                     for s in slots] for r, slots in enumerate(t.column("slots").to_pylist())]
+            typ = pa.list_(pa.struct([("position", position_type), ("ad_id", pa.string()),
+                                      ("propensity", propensity_type), ("reward", pa.float64())]))
+            pq.write_table(t.set_column(t.schema.get_field_index("slots"), "slots", pa.array(rows, typ)), f)
+
+    rewrite(day0, pa.float64(), lambda r, p: p + 0.5 if r < 6 else float(p), pa.float64(), lambda r, p: p)
+    rewrite(day1, pa.string(), lambda r, p: odd_pos[r] if r < 5 else str(p), pa.string(),
+            lambda r, p: odd_prop[r - 5] if 5 <= r < 10 else repr(p))
+    got = {}
+    for name in ("duckdb", "spark"):
+        eng = open_engine(name, "test", spark=spark if name == "spark" else None)
+        got[name] = evaluate(eng, describe_inputs(f"{tmp_path}/logs", f"{tmp_path}/decisions"), EvaluateOptions(),
+                             GateConfig(mode="report", great_expectations=False))
+        eng.close()
+    a, b = got["duckdb"], got["spark"]
+    assert a.window.counts == b.window.counts
+    assert a.window.counts["logs"]["rows_quarantined"] > 0
+    keys, num = ["policy_id", "estimator", "interval_kind"], ["value", "std_error", "ci_low", "ci_high"]
+    _equal_frames(a.estimates[keys + num], b.estimates[keys + num], keys, "estimates")
