@@ -170,3 +170,67 @@ def test_moment_terms_reproduce_flat_moments():
             prod = np.prod([cols[f] for f in factors], axis=0)
             got = {"sum": prod.sum(), "max": prod.max(), "count_pos": float((prod > 0).sum())}[agg]
         np.testing.assert_allclose(got, flat[alias], rtol=RTOL, err_msg=alias)
+
+
+@pytest.mark.parametrize("tiny", [1e-155, 5e-324])
+def test_tiny_propensity_estimates_finite_or_not_identified(tiny, tmp_path):
+    """One event logs a propensity of 1e-155 (its weight 1/mu = 1e155 squares beyond double precision) or 5e-324
+    (1/mu = inf): no estimator, interval or diagnostic raises, and every estimate is a finite number or not
+    identified with a reason; on the row-level moments the statistics form and end to end on DuckDB."""
+    import math
+
+    from scavenger import api
+    from scavenger.estimators.intervals import slate_interval
+    from reference import build_random, write_parquet
+
+    # moments as the statistics' SQL forms them: products left to right (0 * inf = NaN), a NaN sum stored as 0
+    r, Y = _random_data(41, n=300, K=3)
+    Y[0] = [1.0 / tiny, 2.0, 0.0]
+    Y[1] = [1.0 / tiny, 3.0, 1.5]
+    r[0] = r[1] = 0.0
+    with np.errstate(all="ignore"):
+        cols = {"1": np.ones(len(r)), "r": r, "W": Y.prod(1), "missing": np.zeros(len(r))}
+        cols.update({f"Y{k + 1}": Y[:, k] for k in range(3)})
+        flat = {}
+        for alias, agg, factors in S.moment_terms(3):
+            prod = np.ones(len(r))
+            for f in factors:
+                prod = prod * cols[f]
+            got = {"sum": prod.sum(), "max": prod.max(), "count_pos": float((prod > 0).sum())}[agg]
+            flat[alias] = 0.0 if agg == "sum" and math.isnan(got) else float(got)
+        moments = (S.SlateMoments.from_flat(flat, 3), S.SlateMoments.from_arrays(r, Y))
+    ymax = np.array([1.0 / tiny, 4.0, 4.0])
+    wmax = float(np.prod(ymax))
+    for m in moments:
+        ests = S.all_estimates(m)
+        for est in ests:
+            if getattr(est, "identified", True):
+                assert math.isfinite(est.value) and math.isfinite(est.std_error), est
+            else:
+                assert math.isnan(est.value) and "overflow double precision" in est.reason, est
+            lo, hi, kind, why = slate_interval(est.estimator, est, m, wmax, ymax, 0.0, 3.0, 0.95)
+            assert (kind == "el" and math.isfinite(lo) and math.isfinite(hi)) or (kind == "none" and why), est
+        S.diagnostics_frame(m, "p")
+    flagged = {e.estimator for e in S.all_estimates(S.SlateMoments.from_flat(flat, 3))
+               if not getattr(e, "identified", True)}
+    # 1/mu = inf: every sum with a zero factor on those events is undefined; 1e155 (rewards 0 there): the sums of
+    # squared weights overflow, which only SNIPS and wPI need
+    assert flagged == (set(S.ESTIMATORS) if tiny < 1e-300 else {"slate_snips", "slate_wpi"}), flagged
+
+    # end to end: one logged slate the deterministic target shows exactly, its first slot's propensity tiny
+    data = build_random(seed=7, K=3, n_ads=6, days=(0, 1), per_day=60, with_nulls=False)
+    det = {d["event_id"]: [s["ad_id"] for s in d["slots"]] for d in data["decisions"] if d["policy_id"] == "det"}
+    ev = next(e for e in data["logs"]
+              if [s["ad_id"] for s in sorted(e["slots"], key=lambda s: s["position"])] == det[e["event_id"]])
+    min(ev["slots"], key=lambda s: s["position"])["propensity"] = tiny
+    logs, decs = write_parquet(data, str(tmp_path))
+    est = api.evaluate(logs, decs, gate="off", engine="duckdb").pandas
+    for _, row in est.iterrows():
+        if row["identified"]:
+            assert math.isfinite(row["value"]) and not math.isinf(row["std_error"]), row.to_dict()
+            assert (row["interval_kind"] != "none" and math.isfinite(row["ci_low"]) and math.isfinite(row["ci_high"])
+                    ) or row["reason"], row.to_dict()
+        else:
+            assert row["reason"], row.to_dict()
+    det_slate = est[(est["policy_id"] == "det") & est["estimator"].str.startswith("slate_")]
+    assert len(det_slate) and det_slate["reason"].str.contains("overflow double precision").any()

@@ -112,6 +112,9 @@ def read_adc_table(path: str) -> pd.DataFrame:
     missing = {"position", "method", "coefficient"} - set(table.columns)
     if missing:
         raise UsageError(f"--adc: table {path} lacks column(s) {sorted(missing)}")
+    from ..estimators.adc import check_adc_table
+
+    check_adc_table(table, path)            # values: positions, coefficients, duplicates (exit 2 naming them)
     return table
 
 
@@ -168,7 +171,9 @@ def _factored_row(p, n: int, f_p, q_p, T_a, placements, strata, ctx: Context, ex
                    f"ads partitioned by the calibration key into {strata.attrs['strata']} eligibility strata: "
                    f"V = sum_s (T_s/T) V_s")
     est = F.factored_estimate(f_p, q_p, T_a, ctx.C, placements, opts.level, weights=strata)
-    se = math.sqrt(P.factored_variance(f_p, q_p, T_a, ctx.C, est["std_error"] ** 2, ctx.adc_influence, ctx.C_se,
+    from ..estimators.slate_basis import _sq
+
+    se = math.sqrt(P.factored_variance(f_p, q_p, T_a, ctx.C, _sq(est["std_error"]), ctx.adc_influence, ctx.C_se,
                                        weights=strata))
     lo, hi, kind, why = clt_or_none(est["value"], se, opts.level)
     return row(p, "factored", est["value"], se, lo, hi, kind, n, opts.level, reason=why,

@@ -27,8 +27,25 @@ class Context:
     diagnostics: list = field(default_factory=list)
 
 
+OVERFLOW_REASON = ("the estimate overflows double precision: its terms exceed 1.8e308 (a weight 1/mu or 1/C_i of a "
+                   "tiny positive propensity or attention coefficient), so no number can be given")
+
+
+def _infinite(x) -> bool:
+    try:
+        return math.isinf(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
 def row(policy_id, estimator, value=math.nan, se=math.nan, lo=math.nan, hi=math.nan, kind="none", n=0,
         level=None, identified=True, reason=None, **extra) -> dict:
+    """One row of the estimates table; an infinite value (terms beyond double precision) is not identified, an
+    infinite standard error none (NaN): no number the sums cannot give is printed."""
+    if identified and _infinite(value):
+        identified, reason = False, OVERFLOW_REASON
+    if _infinite(se):
+        se = math.nan
     out = {c: None for c in registry.ESTIMATE_COLUMNS}
     out.update({"policy_id": policy_id, "estimator": estimator, "value": value, "std_error": se, "ci_low": lo,
                 "ci_high": hi, "interval_kind": kind, "n_events": int(n), "level": level,
@@ -78,4 +95,5 @@ def slot_weight_bounds(stats) -> np.ndarray:
     ap, K = stats.table("ad_position"), max(stats.K, 1)
     low = ap.groupby("position")["min_p"].min() if len(ap) else pd.Series(dtype=float)
     p = np.array([float(low.get(k, math.nan)) for k in range(1, K + 1)])
-    return np.where(np.isfinite(p) & (p > 0), 1.0 / np.minimum(np.where(p > 0, p, 1.0), 1.0), 1.0)
+    with np.errstate(over="ignore", divide="ignore"):  # 1/mu beyond double precision: +inf (no interval, and why)
+        return np.where(np.isfinite(p) & (p > 0), 1.0 / np.minimum(np.where(p > 0, p, 1.0), 1.0), 1.0)

@@ -25,10 +25,13 @@ def slate_moments(stats, policy_id: str, fold: int | None = None):
     K = moments_k(rows)
     vals = rows.drop(columns=[c for c in ("dt", "policy_id", "logging_policy", "fold") if c in rows.columns])
     arr = vals.to_numpy(dtype=float)
+    if "n" in vals.columns:   # NaN beside events (n > 0) is 0 * inf or inf - inf, not an empty sum: weights beyond
+        with np.errstate(invalid="ignore"):                   # double precision, which must not sum away as 0
+            arr = np.where(np.isnan(arr) & (vals["n"].to_numpy(dtype=float) > 0)[:, None], np.inf, arr)
     is_max = np.array([_is_max("slate_moments", c) for c in vals.columns])
     with np.errstate(invalid="ignore"):
         top = np.where(np.isnan(arr), -np.inf, arr).max(axis=0)
-    total = np.where(is_max, np.where(np.isfinite(top), top, np.nan), np.nansum(arr, axis=0))
+    total = np.where(is_max, np.where(top > -np.inf, top, np.nan), np.nansum(arr, axis=0))
     return SlateMoments.from_flat(dict(zip(vals.columns, total.tolist())), K)
 
 
@@ -58,6 +61,8 @@ def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
             extra["supported_share"] = m.n_W_pos / m.n if m.n else math.nan
         ident = getattr(est, "identified", True)
         lo, hi, kind, reason = slate_interval(e, est, m, *bounds, opts.level)
+        if not ident:           # the weights overflow double precision (estimators/slate_basis.py): say why
+            reason = est.reason
         if e in ("slate_ips", "slate_snips") and m.n_W_pos == 0:
             ident, reason = False, ("no logged slate matches the target's (W = 0 on every event): "
                                     "IPS has no matching event to average")

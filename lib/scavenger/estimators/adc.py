@@ -182,7 +182,9 @@ def estimate_position(method: str, M, C, C2, i: int, smoothing: float = 1.0, fol
     with np.errstate(divide="ignore", invalid="ignore"):   # s2 smoothed as the weights' (see the module doc)
         v = np.where(M > 0, smoothed_variance(M, C, C2, smoothing) / np.where(M > 0, M, 1.0), 0.0)
     R = N / D
-    var = (float(a * a @ v[:, i]) + R * R * float(a * a @ v[:, 0])) / (D * D)
+    D2 = D * D       # 0 for a tiny positive D (rewards near 1e-162 at position 1): divide by D twice, never by 0
+    num = float(a * a @ v[:, i]) + R * R * float(a * a @ v[:, 0])
+    var = num / D2 if D2 > 0 else num / D / D
     return R, var, n_used, imps
 
 
@@ -227,8 +229,14 @@ def adc_table(ad_position: pd.DataFrame, methods=METHODS, level: float = 0.95, d
 
 
 def adc_vector(table: pd.DataFrame, method: str = "variance_optimal", K: int | None = None) -> np.ndarray:
-    """C_1..C_K from an ADC table (first row per position of ``method``; position 1 is 1)."""
-    sub = table[table["method"] == method].drop_duplicates("position").sort_values("position")
+    """C_1..C_K from an ADC table (first row per position of ``method``; position 1 is 1). Values that are not
+    numbers count as missing (NaN: the callers say the ADC is not identified); a table a user gave is checked
+    first (:func:`check_adc_table`)."""
+    sub = table[table["method"] == method]
+    pos = pd.to_numeric(sub["position"], errors="coerce")
+    sub = sub.assign(position=pos, coefficient=pd.to_numeric(sub["coefficient"], errors="coerce"))
+    sub = sub[np.isfinite(pos) & (pos >= 1) & (pos == np.floor(pos))]
+    sub = sub.drop_duplicates("position").sort_values("position")
     if not len(sub):
         raise ValueError(f"ADC table has no rows for method {method!r}")
     K = int(sub["position"].max()) if K is None else K
@@ -238,6 +246,40 @@ def adc_vector(table: pd.DataFrame, method: str = "variance_optimal", K: int | N
             out[p - 1] = c
     out[0] = 1.0
     return out
+
+
+def check_adc_table(table: pd.DataFrame, spec: str) -> None:
+    """The values of a stored ADC table given with ``--adc`` (a CSV written by hand, or an ``adc``/``evaluate``
+    output) that no later step can read: a position that is not a whole number, a coefficient that is text, not a
+    number, and C_1 other than 1 (adc_vector takes C_1 = 1). UsageError (exit 2) naming the file, the column and
+    the first bad value. Missing, non-finite or non-positive coefficients and positions other than 1..n, each
+    once, are refused for the method used where it is chosen (commands/evaluate.py _check_adc_rows)."""
+    from ..errors import UsageError
+
+    def first(mask, column) -> str:
+        i = int(np.flatnonzero(np.asarray(mask))[0])
+        value = table[column].iloc[i]
+        value = value.item() if isinstance(value, np.generic) else value
+        return f"{value!r} (data row {i + 1}, method {table['method'].iloc[i]!r})"
+
+    where = f"--adc {spec}"
+    if not len(table):
+        raise UsageError(f"{where}: the ADC table holds no rows")
+    pos = pd.to_numeric(table["position"], errors="coerce")
+    bad = ~np.isfinite(pos) | (pos != np.floor(pos))
+    if bad.any():
+        raise UsageError(f"{where}: column position holds {first(bad, 'position')}: positions are whole numbers "
+                         f"1, 2, ...; fix the table")
+    coef = pd.to_numeric(table["coefficient"], errors="coerce")
+    raw = table["coefficient"]
+    unparsed = coef.isna() & raw.notna() & ~raw.astype(str).str.strip().str.lower().isin(["", "nan", "none", "null"])
+    if unparsed.any():
+        raise UsageError(f"{where}: column coefficient holds {first(unparsed, 'coefficient')}, not a number; fix "
+                         f"the table")
+    not_one = (pos == 1) & np.isfinite(coef.astype(float)) & (coef > 0) & ((coef - 1.0).abs() > 1e-9)
+    if not_one.any():
+        raise UsageError(f"{where}: C_1 (position 1) is {first(not_one, 'coefficient')}: ADCs are relative to the "
+                         f"top position, C_1 = 1; fix the table")
 
 
 def ranker_positions(ad_position: pd.DataFrame, tol: float = 0.1) -> list[int]:

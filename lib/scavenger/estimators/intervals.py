@@ -33,6 +33,9 @@ weight, whose count drives both the estimate and its sample variance. Ratio esti
 a rule on their denominator's estimated relative standard error selects the days whose large weights came out few
 (on 3/20/60 slots it lowered wPI's coverage), so they get the empirical-likelihood interval or none. No interval of
 width 0 for an estimated quantity (``clt_or_none`` for the CLT intervals that remain: factored, re-ordering).
+No interval where the weights leave double precision (a logged propensity of about 1e-155 or less: a weight bound or
+a sum of squared weights beyond 1.8e308): a sum, Gram entry or product the closed forms need is not finite, and the
+reason says so (``el_interval``/``el_cv_interval`` give NaN; nothing raises).
 """
 from __future__ import annotations
 
@@ -42,6 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import chi2
 
+from .slate_basis import _sq, nonfinite_sums
+
 MIN_MATCHING = 1
 MIN_EFFECTIVE_EVENTS = 16.0
 
@@ -50,8 +55,8 @@ def design_ess(n: float, ymax) -> float:
     """n / (1 + sum_k (ymax_k - 1)): the effective sample size of G = 1 - K + sum_k Y_k that the logger's design
     guarantees (Var Y_k = E_pi[Y_k] - 1 <= 1/min mu_k - 1, slots independent), whatever the events turned out;
     16 is a relative standard error of mean(G) of 1/4."""
-    y = np.asarray(ymax, dtype=float)
-    return float(n) / (1.0 + float(np.sum(np.maximum(y[np.isfinite(y)] - 1.0, 0.0))))
+    y = np.asarray(ymax, dtype=float)   # 1/min mu_k beyond double precision (+inf): no effective sample (0)
+    return float(n) / (1.0 + float(np.sum(np.maximum(y[~np.isnan(y)] - 1.0, 0.0))))
 
 
 @dataclass(frozen=True)
@@ -71,38 +76,63 @@ class WeightSums:
         return cls(m.n, m.s_W, m.s_W2, m.s_rW, m.s_rW2, m.s_r2W2)
 
 
+class _Overflow(ArithmeticError):
+    """A sum, Gram entry or product of an interval's closed form is beyond double precision."""
+
+
+def _finite(*xs):
+    if not all(math.isfinite(x) for x in xs):
+        raise _Overflow
+    return xs
+
+
 def _gram(s: WeightSums, w0: float, r0: float):
-    """(N, sum w, sum w^2, sum w r, sum w^2 r, sum w^2 r^2) with the phantom (w0, r0) added."""
-    return (s.n + 1.0, s.s_w + w0, s.s_ww + w0 * w0, s.s_wr + w0 * r0, s.s_wwr + w0 * w0 * r0,
-            s.s_wwrr + w0 * w0 * r0 * r0)
+    """(N, sum w, sum w^2, sum w r, sum w^2 r, sum w^2 r^2) with the phantom (w0, r0) added; _Overflow when one is
+    not finite."""
+    return _finite(s.n + 1.0, s.s_w + w0, s.s_ww + w0 * w0, s.s_wr + w0 * r0, s.s_wwr + w0 * w0 * r0,
+                   s.s_wwrr + w0 * w0 * r0 * r0)
 
 
 def _d1(s: WeightSums, w0: float) -> float:
     """D1 = (N - sum w)^2 / (sum w^2 - (sum w)^2 / N): the divergence needed for E[w] = 1 alone."""
-    N, a, b = s.n + 1.0, s.s_w + w0, s.s_ww + w0 * w0
-    den = b - a * a / N
-    return (N - a) ** 2 / den if den > 0 else math.inf
+    N, a, b = _finite(s.n + 1.0, s.s_w + w0, s.s_ww + w0 * w0)
+    den = b - _finite(a * a)[0] / N
+    return _finite(_sq(N - a))[0] / den if den > 0 else math.inf
 
 
 def _end(s: WeightSums, w0: float, r0: float, threshold: float, sign: int) -> float | None:
     """The end (sign -1 lower, +1 upper) of {v : D*(v) <= threshold} for one phantom, None when empty."""
     N, a, b, g1, g2, g3 = _gram(s, w0, r0)
     det = N * b - a * a
+    if not math.isfinite(det):
+        raise _Overflow
     if det <= 0:
         return None
-    inv = np.array([[b, -a], [-a, N]]) / det
-    d1, g12 = np.array([0.0, N - a]), np.array([g1, g2])
-    schur = g3 - float(g12 @ inv @ g12)
-    rhs = threshold - float(d1 @ inv @ d1)
-    if rhs < 0 or schur < 0:
-        return None
-    c = g1 + float(g12 @ inv @ d1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        inv = np.array([[b, -a], [-a, N]]) / det
+        d1, g12 = np.array([0.0, N - a]), np.array([g1, g2])
+        schur = g3 - float(g12 @ inv @ g12)
+        rhs = threshold - float(d1 @ inv @ d1)
+        _finite(schur)
+        if rhs < 0 or schur < 0:
+            return None
+        c = _finite(g1 + float(g12 @ inv @ d1))[0]
     return (c + sign * math.sqrt(max(schur, 0.0) * rhs)) / N
 
 
 def el_interval(s: WeightSums, wmin: float, wmax: float, rmin: float, rmax: float, level: float = 0.95
                 ) -> tuple[float, float]:
-    """Cressie-Read (lambda = -2) empirical-likelihood interval for E[w r] with E[w] = 1 (module docstring)."""
+    """Cressie-Read (lambda = -2) empirical-likelihood interval for E[w r] with E[w] = 1 (module docstring); NaN
+    when no weight bound or too few events, or when the weights or their sums leave double precision."""
+    try:
+        return _el_interval(s, wmin, wmax, rmin, rmax, level)
+    except _Overflow:
+        return math.nan, math.nan
+
+
+def _el_interval(s: WeightSums, wmin: float, wmax: float, rmin: float, rmax: float, level: float = 0.95
+                 ) -> tuple[float, float]:
+    """``el_interval``; raises _Overflow where a sum or product it needs is not finite."""
     if not (wmin < 1.0 < wmax) or s.n < 1:
         return math.nan, math.nan
     threshold = _d1(s, wmax if s.s_w < s.n else wmin) + float(chi2.ppf(level, 1))
@@ -150,12 +180,16 @@ def weight_bound(min_propensity) -> float:
     (positions a row does not hold have Y_k = 1 <= 1/mu)."""
     p = np.asarray(min_propensity, dtype=float)
     p = p[np.isfinite(p) & (p > 0)]
-    return float(np.prod(1.0 / np.minimum(p, 1.0))) if p.size else math.inf
+    with np.errstate(over="ignore", divide="ignore"):     # beyond double precision: +inf (slate_interval says so)
+        return float(np.prod(1.0 / np.minimum(p, 1.0))) if p.size else math.inf
 
 
 def clt_or_none(value: float, se: float, level: float):
     """(ci_low, ci_high, kind, reason): value -/+ z se, or no interval when se is 0 or not finite."""
     if not (math.isfinite(value) and math.isfinite(se)):
+        if math.isinf(value) or math.isinf(se):
+            return math.nan, math.nan, "none", ("the estimate or its standard error overflows double precision "
+                                                "(terms beyond 1.8e308)")
         return math.nan, math.nan, "none", "no standard error (fewer than two events with a term)"
     if se <= 0:
         return math.nan, math.nan, "none", ("every per-event term is equal: no variation to build an interval "
@@ -180,7 +214,12 @@ def slate_interval(name: str, est, m, wmax: float, ymax, rmin: float, rmax: floa
     if name in ("slate_ips", "slate_snips"):
         if m.n_W_pos < MIN_MATCHING:
             return math.nan, math.nan, "none", "no logged slate matches the target's (W = 0 on every event)"
-        lo, hi = el_interval(WeightSums.from_moments(m), 0.0, wmax, rmin, rmax, level)
+        if math.isinf(wmax) and not np.any(np.asarray(ymax, dtype=float) > 1.0):
+            return math.nan, math.nan, "none", "no weight bound from the logged propensities"
+        try:
+            lo, hi = _el_interval(WeightSums.from_moments(m), 0.0, wmax, rmin, rmax, level)
+        except _Overflow:
+            return math.nan, math.nan, "none", overflow_interval_reason(m, wmax=wmax)
         why = off_interval_reason(est.value, lo, hi, m.n, m.s_W, m.s_W2)
         if why:
             return math.nan, math.nan, "none", why
@@ -190,12 +229,27 @@ def slate_interval(name: str, est, m, wmax: float, ymax, rmin: float, rmax: floa
             return math.nan, math.nan, "none", (f"effective sample size n/(1 + sum_k (1/min mu_k - 1)) = {ess:.3g} "
                                                 f"< {MIN_EFFECTIVE_EVENTS:g}: too few events for the logger's "
                                                 f"largest weights to give an interval of useful width")
-        lo, hi = el_cv_interval(m, _rg_coef(m.K), ymax, rmin, rmax, level)
+        try:
+            lo, hi = _el_cv_interval(m, _rg_coef(m.K), ymax, rmin, rmax, level)
+        except _Overflow:
+            return math.nan, math.nan, "none", overflow_interval_reason(m, ymax=ymax)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return math.nan, math.nan, "none", "no weight bound from the logged propensities"
     if hi <= lo:
         return math.nan, math.nan, "none", "no variation in the events: an interval of width 0 claims certainty"
     return lo, hi, "el", None
+
+
+def overflow_interval_reason(m, wmax: float | None = None, ymax=None) -> str:
+    """Why no interval: the weights' bound or sums are beyond double precision."""
+    what = [f"the sums {', '.join(bad)} are not finite"] if (bad := nonfinite_sums(m)) else []
+    if wmax is not None:
+        what.append(f"the weight bound prod_k 1/min mu_k is {wmax:.3g}")
+    if ymax is not None and len(y := np.asarray(ymax, dtype=float)):
+        what.append(f"the largest 1/min mu_k is {float(np.nanmax(y)):.3g}")
+    return (f"the importance weights overflow double precision ({'; '.join(what)}): some logged "
+            f"propensity is so small (about 1e-155 or less) that the squared weights the interval needs exceed "
+            f"1.8e308; correct or quarantine the rows with such propensities (check e)")
 
 
 def cv_sums(m, coef: np.ndarray):
@@ -217,12 +271,27 @@ def el_cv_interval(m, coef: np.ndarray, ymax, rmin: float, rmax: float, level: f
     factorized logger (the control variates of seed 002): D*(v) = min sum (N q - 1)^2 subject to sum q = 1,
     sum q Y_k = 1 (every slot whose Y_k varies), sum q T = v, over the events and one phantom with Y_k = ymax_k
     where sum Y_k < n (else 0) and r = rmin (lower end) or rmax (upper end); interval {v : D*(v) <= D1 + chi2_1}
-    with D1 the divergence of the Y constraints alone. Closed form as in ``el_interval`` (module docstring)."""
+    with D1 the divergence of the Y constraints alone. Closed form as in ``el_interval`` (module docstring). NaN
+    when the sums or the phantom's weights leave double precision."""
+    try:
+        return _el_cv_interval(m, coef, ymax, rmin, rmax, level)
+    except _Overflow:
+        return math.nan, math.nan
+
+
+def _el_cv_interval(m, coef: np.ndarray, ymax, rmin: float, rmax: float, level: float = 0.95):
+    """``el_cv_interval``; raises _Overflow where a sum, the phantom or the Gram matrix is not finite (a non-finite
+    matrix would make the SVD of the pseudo-inverse fail)."""
     K, n = m.K, float(m.n)
     if n < 2:
         return math.nan, math.nan
-    s, G = cv_sums(m, np.asarray(coef, dtype=float))
-    keep = [1 + k for k in range(K) if G[1 + k, 1 + k] - s[1 + k] ** 2 / n > 1e-9 * n]
+    with np.errstate(over="ignore", invalid="ignore"):
+        s, G = cv_sums(m, np.asarray(coef, dtype=float))
+    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(G))):
+        raise _Overflow
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = [float(G[1 + k, 1 + k] - s[1 + k] ** 2 / n) for k in range(K)]
+    keep = [1 + k for k in range(K) if _finite(spread[k])[0] > 1e-9 * n]
     idx, N = [0, *keep], n + 1.0
     y0 = np.where(s[1:K + 1] < n, np.asarray(ymax, dtype=float), 0.0)
     for k in range(K):          # a slot whose Y_k never varies (e.g. a position no row holds: Y_k = 1) keeps it
@@ -230,12 +299,15 @@ def el_cv_interval(m, coef: np.ndarray, ymax, rmin: float, rmax: float, level: f
             y0[k] = s[1 + k] / n
     ends = []
     for r0, sign in ((rmin, -1), (rmax, 1)):
-        z0 = np.concatenate([[1.0], y0, [float(coef @ np.concatenate([[r0], r0 * y0, [1.0], y0]))]])
-        sN, GN = s + z0, G + np.outer(z0, z0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z0 = np.concatenate([[1.0], y0, [float(coef @ np.concatenate([[r0], r0 * y0, [1.0], y0]))]])
+            sN, GN = s + z0, G + np.outer(z0, z0)
+        if not (np.all(np.isfinite(sN)) and np.all(np.isfinite(GN))):
+            raise _Overflow
         inv = np.linalg.pinv(GN[np.ix_(idx, idx)])
         d1 = np.array([0.0, *(N - sN[i] for i in keep)])
         g12, g22 = GN[idx, K + 1], GN[K + 1, K + 1]
         schur = g22 - float(g12 @ inv @ g12)
         c = sN[K + 1] + float(g12 @ inv @ d1)
         ends.append((c + sign * math.sqrt(max(schur, 0.0) * float(chi2.ppf(level, 1)))) / N)
-    return ends[0], ends[1]
+    return _finite(*ends)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .factored import _coef
+from .slate_basis import _sq
 
 
 def influence(ad_position: pd.DataFrame, method: str, smoothing: float = 1.0) -> pd.DataFrame:
@@ -164,7 +165,7 @@ def reorder_variances(f_p, q_p, ap, C: np.ndarray, n_events: float, est: dict, i
     B = est["clicks"]
     g_v = ratio_gradient(f_p, C, 1.0 / n_events if n_events > 0 else 0.0)
     g_l = ratio_gradient(f_p, C, 1.0 / B if B else 0.0)
-    var_v, var_l = est["std_error"] ** 2, est["lift_std_error"] ** 2
+    var_v, var_l = _sq(est["std_error"]), _sq(est["lift_std_error"])     # inf, not OverflowError, beyond 1e154
     if infl is None:
         return _stored(var_v, g_v, C_se), _stored(var_l, g_l, C_se)
     sums = impression_sums(f_p, C)
@@ -179,4 +180,4 @@ def _stored(var_own: float, g: dict, C_se) -> float:
     if C_se is None:
         return var_own
     se = np.nan_to_num(np.asarray(C_se, dtype=float))
-    return var_own + float(sum(g[i] ** 2 * se[i - 1] ** 2 for i in g if i - 1 < len(se)))
+    return var_own + float(sum(_sq(g[i]) * _sq(se[i - 1]) for i in g if i - 1 < len(se)))

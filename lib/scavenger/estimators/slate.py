@@ -20,6 +20,14 @@ treated as fixed: the reported variance is the exact sample variance of the per-
 (resp. r G - sum_k beta_k (Y_k - 1)) at the fitted weights. Intervals here are normal; the estimates table gives the
 empirical-likelihood intervals of estimators/intervals.py instead (issue 30: these did not hold their level on
 heavy-tailed weights). pi_beta with ``folds`` is cross-fitted (see its docstring).
+
+A logged propensity so small that the weights leave double precision (about 1e-155 or less) makes some sums +inf:
+each estimator then uses only the sums its terms hold, and is not identified (``SlateEstimate.identified``,
+``reason``) where its own value or variance is not finite; a control variate whose slot's sums overflow gets
+weight 0 (PI++ leaves out a slot whose alpha_k is not finite, pi_beta sets beta_k = 0). Where a weight itself is
+infinite (max_Y_k = inf: 1/mu beyond 1.8e308), or for IPS/SNIPS where W = prod_k Y_k may be (prod_k max_Y_k beyond
+it), an event's products with a zero factor are 0 * inf, undefined, so no sum holding them can be trusted: every
+estimator resting on them is not identified (``_infinite_weights``).
 """
 from __future__ import annotations
 
@@ -29,39 +37,84 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from .slate_basis import SlateEstimate, _basis, _coef, _finish, _g_coef, _linear, _ratio, _rg_coef
+from .slate_basis import (SlateEstimate, _basis, _checked, _coef, _dot, _finish, _g_coef, _linear,
+                          _not_identified, _quad, _ratio, _rg_coef, _sq)
 from .slate_moments import SlateMoments, flat_columns, moment_terms  # noqa: F401
 
 ESTIMATORS = ("slate_ips", "slate_snips", "slate_pi", "slate_wpi", "slate_pi_plus_plus", "slate_pi_beta")
 ALPHA_TOL = 1e-12
 
 
+def _infinite_weights(m: SlateMoments, uses_w: bool) -> str | None:
+    """Why the sums cannot be trusted, or None: some Y_k is infinite (max_Y_k = inf, a propensity below ~5.6e-309
+    for a target probability of 1) or, for the estimators of W (``uses_w``), W = prod_k Y_k may be (prod_k max_Y_k
+    or max_W beyond double precision). On such an event r Y_k, r W, W (a slot with Y = 0) are 0 * inf = NaN, which no
+    sum represents."""
+    y = np.asarray(m.max_Y, dtype=float)
+    if np.any(np.isposinf(y)):
+        what = (f"the weight Y_k = pi_k/mu_k is infinite at slot(s) "
+                f"{', '.join(str(k + 1) for k in np.flatnonzero(np.isposinf(y)))}")
+    elif uses_w:
+        with np.errstate(over="ignore", invalid="ignore"):
+            bound = float(np.prod(y))
+        if math.isfinite(bound) and math.isfinite(m.max_W):
+            return None
+        what = f"the slate weight W = prod_k Y_k can exceed it (prod_k max Y_k = {bound:.3g})"
+    else:
+        return None
+    return (f"the importance weights overflow double precision: {what}, a logged propensity being so small (about "
+            f"1e-155 or less) that 1/mu or a product of weights exceeds 1.8e308; an event's products with a zero "
+            f"reward or weight are then undefined (0 x inf), so no sum this estimator needs can be trusted; correct or "
+            f"quarantine the rows with such propensities (check e)")
+
+
+def _undefined(name: str, m: SlateMoments, level: float, uses_w: bool, extra=None) -> SlateEstimate | None:
+    why = _infinite_weights(m, uses_w) if m.n > 0 else None
+    return _not_identified(name, m.n, level, why, extra) if why else None
+
+
+def _overflowing_slots(m: SlateMoments) -> np.ndarray:
+    """Slots k whose control variate Y_k - 1 has a sum the PI-beta term needs beyond double precision (s_Y, s_rY,
+    s_YY or s_rYY of k): no beta_k can be applied there."""
+    with np.errstate(invalid="ignore"):
+        sums = np.vstack([m.s_Y, m.s_rY, m.s_YY, m.s_rYY])
+    return ~np.all(np.isfinite(sums), axis=0)
+
+
 # ---- estimators -------------------------------------------------------------------------------------------
 def ips(m: SlateMoments, level: float = 0.95) -> SlateEstimate:
     """Slate IPS: mean(r W), W = prod_k Y_k (seed 002 eq. 2)."""
     n = m.n
+    if (bad := _undefined("slate_ips", m, level, True)) is not None:
+        return bad
     if n <= 0:
         return _finish("slate_ips", float("nan"), float("nan"), 0, level)
-    var = (m.s_r2W2 - m.s_rW ** 2 / n) / (n - 1) if n > 1 else float("nan")
-    return _finish("slate_ips", m.s_rW / n, var, n, level)
+    var = (m.s_r2W2 - _sq(m.s_rW) / n) / (n - 1) if n > 1 else float("nan")
+    return _checked("slate_ips", m.s_rW / n, var, n, level, m=m)
 
 
 def snips(m: SlateMoments, level: float = 0.95) -> SlateEstimate:
     """Self-normalized slate IPS: sum(r W) / sum(W) (MATH.md Slate OPE); delta-method variance."""
-    return _ratio("slate_snips", m.n, m.s_rW, m.s_W, m.s_r2W2, m.s_rW2, m.s_W2, level)
+    if (bad := _undefined("slate_snips", m, level, True)) is not None:
+        return bad
+    return _ratio("slate_snips", m.n, m.s_rW, m.s_W, m.s_r2W2, m.s_rW2, m.s_W2, level, m=m)
 
 
 def pi(m: SlateMoments, level: float = 0.95) -> SlateEstimate:
     """Pseudoinverse: mean(r G), G = 1 - K + sum_k Y_k (seed 002 eq. 4)."""
+    if (bad := _undefined("slate_pi", m, level, False)) is not None:
+        return bad
     return _linear("slate_pi", m, _rg_coef(m.K), level)
 
 
 def wpi(m: SlateMoments, level: float = 0.95) -> SlateEstimate:
     """Weighted PI: sum(r G) / sum(G) (MATH.md Slate OPE); delta-method variance."""
+    if (bad := _undefined("slate_wpi", m, level, False)) is not None:
+        return bad
     mvec, S = _basis(m)
     a, b = _rg_coef(m.K), _g_coef(m.K)
-    return _ratio("slate_wpi", m.n, float(a @ mvec), float(b @ mvec), float(a @ S @ a), float(a @ S @ b),
-                  float(b @ S @ b), level)
+    return _ratio("slate_wpi", m.n, _dot(a, mvec), _dot(b, mvec), _quad(a, S, a), _quad(a, S, b),
+                  _quad(b, S, b), level, m=m)
 
 
 def estimated_alpha(m: SlateMoments) -> np.ndarray:
@@ -117,12 +170,15 @@ def pi_plus_plus(m: SlateMoments, prior_mean: float | None = None, alpha=None, l
     extra = {"prior_mean": P, "prior_source": source,
              "alpha_source": "estimated" if alpha is None else "given",
              "weights": w.tolist(), "slots_used": int(used.sum()), "M": M, "H": H}
+    if (bad := _undefined("slate_pi_plus_plus", m, level, False, extra)) is not None:
+        return bad
     c = _rg_coef(m.K) + _coef(m.K, b=-w)
     return _linear("slate_pi_plus_plus", m, c, level, extra)
 
 
 def beta_weights(m: SlateMoments) -> np.ndarray:
-    """beta_k = sum r G (Y_k - 1) / sum (Y_k - 1)^2 (follow-up paper; MATH.md); 0 where the denominator is 0."""
+    """beta_k = sum r G (Y_k - 1) / sum (Y_k - 1)^2 (follow-up paper; MATH.md); 0 where the denominator is 0 or
+    either sum is not finite (the slot's weights overflow double precision: no control variate fitted there)."""
     mvec, S = _basis(m)
     K = m.K
     rg = _rg_coef(K)
@@ -131,9 +187,10 @@ def beta_weights(m: SlateMoments) -> np.ndarray:
         e = np.zeros(K)
         e[k] = 1.0
         z = _coef(K, b0=-1.0, b=e)  # Z_k = Y_k - 1
-        den = float(z @ S @ z)
+        den = _quad(z, S, z)
         if den > 0:
-            beta[k] = float(rg @ S @ z) / den
+            b = _quad(rg, S, z) / den
+            beta[k] = b if math.isfinite(b) else 0.0
     return beta
 
 
@@ -150,22 +207,29 @@ def pi_beta(m: SlateMoments, level: float = 0.95, folds=None) -> SlateEstimate:
     (cross-fitting, Chernozhukov et al. 2018): beta^(f) fitted on fold f is applied to the other fold, so
     value = sum_f sum_{t in f} T_t(beta^(1-f)) / n and, the folds independent given the betas,
     Var = sum_f n_f s_f^2 / n^2 with s_f^2 the sample variance of T(beta^(1-f)) over fold f.
+    A slot whose control-variate sums overflow double precision (in either fold) gets beta_k = 0.
     """
+    if (bad := _undefined("slate_pi_beta", m, level, False)) is not None:
+        return bad
     f0, f1 = folds if folds is not None else (None, None)
     if f0 is None or f1 is None or min(f0.n, f1.n) < 2 or f0.K != m.K or f1.K != m.K:
         beta = beta_weights(m)
+        if (over := _overflowing_slots(m)).any():
+            beta = np.where(over, 0.0, beta)
         return _linear("slate_pi_beta", m, _beta_coef(m.K, beta), level, {"beta": beta.tolist()})
     betas = (beta_weights(f1), beta_weights(f0))      # applied to fold 0, to fold 1
+    if (over := _overflowing_slots(f0) | _overflowing_slots(f1)).any():
+        betas = tuple(np.where(over, 0.0, b) for b in betas)
     total, var_sum = 0.0, 0.0
     for fold, beta in zip((f0, f1), betas):
         mvec, S = _basis(fold)
         c = _beta_coef(m.K, beta)
-        sT, sT2 = float(c @ mvec), float(c @ S @ c)
+        sT, sT2 = _dot(c, mvec), _quad(c, S, c)
         total += sT
         var_sum += (sT2 - sT * sT / fold.n) / (fold.n - 1) * fold.n
     n = f0.n + f1.n
-    est = _finish("slate_pi_beta", total / n, var_sum / n, n, level,
-                  {"beta": [b.tolist() for b in betas], "crossfit": True})
+    est = _checked("slate_pi_beta", total / n, var_sum / n, n, level,
+                   {"beta": [b.tolist() for b in betas], "crossfit": True}, m)
     return est
 
 
@@ -201,7 +265,7 @@ def diagnostics(m: SlateMoments, prior_mean: float | None = None, alpha=None, to
     pred = P * (2.0 * pbar_hat - P) * k_used * (M - H) if k_used > 0 else 0.0
     mvec, S = _basis(m)
     g = _g_coef(m.K)
-    sG, sG2 = float(g @ mvec), float(g @ S @ g)
+    sG, sG2 = _dot(g, mvec), _quad(g, S, g)
     total = n + m.n_missing_propensity
     return {
         "K": m.K, "n_events": n, "n_missing_propensity": m.n_missing_propensity,
@@ -209,12 +273,23 @@ def diagnostics(m: SlateMoments, prior_mean: float | None = None, alpha=None, to
         "alpha": a.tolist(), "alpha_source": "estimated" if alpha is None else "given",
         "slots_used": k_used, "M": M, "H": H, "prior_mean": P, "prior_source": source,
         "pbar_hat": pbar_hat, "predicted_nmse_reduction": pred,
-        "ess_W": m.s_W ** 2 / m.s_W2 if m.s_W2 > 0 else 0.0,
-        "ess_G": sG ** 2 / sG2 if sG2 > 0 else 0.0,
+        "ess_W": _ess(m.s_W, m.s_W2),
+        "ess_G": _ess(sG, sG2),
         "max_W": m.max_W, "share_W_nonzero": m.n_W_pos / n if n > 0 else float("nan"),
         "max_Y": m.max_Y.tolist(),
         "share_Y_nonzero": (m.n_Y_pos / n).tolist() if n > 0 else [float("nan")] * m.K,
     }
+
+
+def _ess(s: float, s2: float) -> float:
+    """(sum w)^2 / sum w^2, 0 when sum w^2 is 0; NaN when the weights' sums are not finite (beyond double
+    precision: no effective sample size can be computed from them)."""
+    if not (math.isfinite(s) and math.isfinite(s2)):
+        return float("nan")
+    if not s2 > 0:
+        return 0.0
+    out = _sq(s) / s2
+    return out if math.isfinite(out) else float("nan")
 
 
 _PER_SLOT = ("alpha", "max_Y", "share_Y_nonzero")

@@ -6,6 +6,11 @@ matrix S = sum u u' are read off the slate moments (:func:`_basis`). std_error i
 with the sample variance s^2 = (sum T^2 - (sum T)^2 / n) / (n - 1). A ratio sum(A)/sum(B) uses the delta method:
 s^2 = sum (A - R B)^2 / (n - 1) / mean(B)^2. Intervals here are normal (``interval_kind = "clt"``): value -/+
 z_{(1+level)/2} std_error.
+
+Weights beyond double precision (a logged propensity of about 1e-155 or less: 1/mu, its square or a product of
+weights exceeds 1.8e308): a stored sum is +inf. Terms an estimator does not use are left out (0 * inf would be NaN,
+``_dot``/``_quad``); an estimate whose own value or variance is not finite is not identified (``identified`` False,
+``reason`` says why) instead of printing a number the sums cannot give, and no Python float operation raises.
 """
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ class SlateEstimate:
     n_events: int
     interval_kind: str = "clt"
     extra: dict = field(default_factory=dict)
+    identified: bool = True
+    reason: str | None = None
 
 
 def _z(level: float) -> float:
@@ -47,6 +54,69 @@ def _finish(name: str, value: float, var_sample: float, n: float, level: float, 
     z = _z(level)
     return SlateEstimate(name, float(value), se, float(value - z * se), float(value + z * se), int(n),
                          extra=dict(extra or {}))
+
+
+def _sq(x: float) -> float:
+    """x ** 2, +inf where it exceeds double precision (a Python float's ** raises OverflowError there)."""
+    try:
+        with np.errstate(over="ignore"):       # a numpy scalar gives inf with a warning
+            return x ** 2
+    except OverflowError:
+        return math.inf
+
+
+def _dot(c: np.ndarray, v: np.ndarray) -> float:
+    """c . v; where v holds a non-finite sum, over the nonzero coefficients only (0 * inf is NaN, not 0)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = float(c @ v)
+        if math.isfinite(out) or np.all(np.isfinite(v)):
+            return out
+        used = c != 0
+        return float(c[used] @ v[used])
+
+
+def _quad(a: np.ndarray, S: np.ndarray, b: np.ndarray) -> float:
+    """a' S b; where S holds a non-finite sum, over the nonzero coefficients only (see ``_dot``)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = float(a @ S @ b)
+        if math.isfinite(out) or np.all(np.isfinite(S)):
+            return out
+        ia, ib = a != 0, b != 0
+        return float(a[ia] @ S[np.ix_(ia, ib)] @ b[ib])
+
+
+def nonfinite_sums(m: SlateMoments) -> list[str]:
+    """Names of the slate moments' sums that are not finite (weights beyond double precision)."""
+    from .slate_moments import _MATRICES, _SCALARS, _VECTORS
+
+    return [name for name in _SCALARS + _VECTORS + _MATRICES
+            if not np.all(np.isfinite(np.asarray(getattr(m, name), dtype=float)))]
+
+
+def overflow_reason(m: SlateMoments | None, what: str = "the estimate or its variance") -> str:
+    """Why an estimate whose sums left double precision is not identified."""
+    bad = nonfinite_sums(m) if m is not None else []
+    sums = f" (the sums {', '.join(bad)} are not finite)" if bad else ""
+    return (f"the importance weights overflow double precision{sums}: some logged propensity is so small (about "
+            f"1e-155 or less) that its weight 1/mu, the weight's square or a product of weights exceeds 1.8e308, so "
+            f"{what} cannot be computed and one event would decide it; correct or quarantine the rows with such "
+            f"propensities (check e)")
+
+
+def _not_identified(name: str, n: float, level: float, reason: str, extra=None) -> SlateEstimate:
+    _z(level)
+    nan = float("nan")
+    return SlateEstimate(name, nan, nan, nan, nan, int(n), interval_kind="none", extra=dict(extra or {}),
+                         identified=False, reason=reason)
+
+
+def _checked(name: str, value: float, var_sample: float, n: float, level: float, extra=None,
+             m: SlateMoments | None = None) -> SlateEstimate:
+    """``_finish``, or not identified when the value or (n > 1) the sample variance is not finite: with n > 0
+    events and finite sums neither can be, so the weights overflowed double precision."""
+    if not math.isfinite(value) or (n > 1 and not math.isfinite(var_sample)):
+        return _not_identified(name, n, level, overflow_reason(m), extra)
+    return _finish(name, value, var_sample, n, level, extra)
 
 
 def _basis(m: SlateMoments) -> tuple[np.ndarray, np.ndarray]:
@@ -99,18 +169,25 @@ def _linear(name: str, m: SlateMoments, c: np.ndarray, level: float, extra=None)
     n = m.n
     if n <= 0:
         return _finish(name, float("nan"), float("nan"), 0, level, extra)
-    sT = float(c @ mvec)
-    sT2 = float(c @ S @ c)
+    sT = _dot(c, mvec)
+    sT2 = _quad(c, S, c)
     var = (sT2 - sT * sT / n) / (n - 1) if n > 1 else float("nan")
-    return _finish(name, sT / n, var, n, level, extra)
+    return _checked(name, sT / n, var, n, level, extra, m)
 
 
 def _ratio(name: str, n: float, sA: float, sB: float, sAA: float, sAB: float, sBB: float, level: float,
-           extra=None) -> SlateEstimate:
-    """Delta method for R = sum A / sum B: s^2 = sum (A - R B)^2 / (n - 1) / mean(B)^2."""
+           extra=None, m: SlateMoments | None = None) -> SlateEstimate:
+    """Delta method for R = sum A / sum B: s^2 = sum (A - R B)^2 / (n - 1) / mean(B)^2.
+
+    Not identified (``m`` names the sums in the reason) when R or s^2 is not finite (weights beyond double
+    precision); a mean(B)^2 that under- or overflows alone is divided out one factor at a time."""
     if n <= 0 or sB == 0:
         return _finish(name, float("nan"), float("nan"), n, level, extra)
     R = sA / sB
     resid2 = sAA - 2.0 * R * sAB + R * R * sBB
-    var = resid2 / (n - 1) / (sB / n) ** 2 if n > 1 else float("nan")
-    return _finish(name, R, var, n, level, extra)
+    var = float("nan")
+    if n > 1:
+        mean_b = sB / n
+        den = _sq(mean_b)
+        var = resid2 / (n - 1) / den if 0.0 < den < math.inf else resid2 / (n - 1) / mean_b / mean_b
+    return _checked(name, R, var, n, level, extra, m)
