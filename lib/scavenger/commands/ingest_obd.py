@@ -23,17 +23,26 @@ def add_arguments(parser):
 
 
 def _choices(value: str, allowed, flag: str) -> tuple[str, ...]:
-    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    """The comma list's values, each once (first occurrence kept: ``all,all`` would ingest every row twice)."""
+    items = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
     bad = [v for v in items if v not in allowed]
     if not items or bad:
         raise UsageError(f"{flag} must be a comma list of {', '.join(allowed)}; got {value!r}")
     return items
 
 
-def run(args, ctx):
+def prepare(args, ctx):
+    """Before --out is touched: the lists, the files present and every file's header and rows
+    (obd.check_obd_csv: exit 2 for a file that is not an OBD CSV, exit 3 for rows that do not parse)."""
     policies = _choices(args.policies, obd.POLICIES, "--policies")
     campaigns = _choices(args.campaigns, obd.CAMPAIGNS, "--campaigns")
     files = obd.obd_files(args.obd_dir, policies, campaigns)
+    checked = obd.check_obd_files(files)
+    return policies, campaigns, files, checked
+
+
+def run(args, ctx, prepared):
+    policies, campaigns, files, checked = prepared
     result = ctx.result
     result.inputs = {"obd_dir": os.path.abspath(args.obd_dir),
                      "files": [str(path) for _, _, path in files]}
@@ -43,10 +52,12 @@ def run(args, ctx):
     engine = ctx.output_engine(args.out)
     with result.timed("ingest"):
         counts = obd.ingest_obd_to(engine, args.obd_dir, logs_path, policies, campaigns)
-    _record(result, logs_path, counts, files)
+    _record(result, logs_path, counts, files, checked)
 
 
-def _record(result, logs_path, counts, files) -> None:
+def _record(result, logs_path, counts, files, checked=None) -> None:
     result.outputs = {"logs": os.path.abspath(logs_path) if fs.is_local(logs_path) else logs_path}
     result.counts = {"rows": sum(v["rows"] for v in counts.values()), "by_file": counts}
+    if checked is not None:
+        result.counts["rows_read"] = sum(v["rows"] for v in checked.values())
     print(f"ingest-obd: {result.counts['rows']} rows from {len(files)} files -> {logs_path}")

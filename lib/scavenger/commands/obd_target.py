@@ -57,6 +57,9 @@ def prepare(args, ctx):
     if not pairs:
         raise UsageError(f"no campaign of {', '.join(campaigns)} has both random/ and bts/ files under "
                          f"{args.obd_dir}")
+    for _, random_path, bts_path in pairs:      # header (exit 2), rows and values (exit 3), before --out is touched
+        obd.check_obd_csv(random_path)
+        obd.check_obd_csv(bts_path)
     return pairs
 
 

@@ -41,13 +41,27 @@ def _spark(args, ctx):
     return ctx.spark
 
 
-def run(args, ctx):
-    from ..report import load_inputs, write_report
+def prepare(args, ctx):
+    """Every check a user can fail before --out is touched (the CLI writes result.json and _manifest.json there
+    first): the flags, --out writable, and --out not one of the input directories (a report written into an
+    evaluate --out would replace that run's result.json and manifest, then refuse to read it)."""
+    from ..io import fs
+    from ..report.inputs import check_out, input_dirs
 
     if not any([args.adc, args.estimates, args.validation, args.history, args.root]):
         raise UsageError("report needs at least one of --adc, --estimates, --validation, --history, --root")
     if args.dt is not None and args.root is None:
         raise UsageError("--dt is only used with --root")
+    fs.check_writable(args.out)
+    check_out(args.out, input_dirs(adc=args.adc, estimates=args.estimates, diagnostics=args.diagnostics,
+                                   validation=args.validation, history=args.history,
+                                   ground_truth=args.ground_truth, root=args.root, dt=args.dt))
+    return None
+
+
+def run(args, ctx, prepared=None):
+    from ..report import load_inputs, write_report
+
     result = ctx.result
     result.inputs = {k: getattr(args, k) for k in ("adc", "estimates", "diagnostics", "validation", "history",
                                                    "ground_truth", "root", "dt")}

@@ -186,24 +186,65 @@ def _sha256(path: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ readers
+class Malformed(ValueError):
+    """A manifest or result.json that is not a JSON object of the expected shape (names the file)."""
+
+
+def _json_object(uri: str) -> dict:
+    """The JSON object in ``uri``; :class:`Malformed` (naming the file and what is wrong) when the file cannot
+    be read, is not UTF-8 JSON, or is not an object."""
+    try:
+        value = fs.read_json(uri)
+    except UnicodeDecodeError:
+        raise Malformed(f"{uri} is malformed: not UTF-8 text") from None
+    except ValueError as exc:
+        raise Malformed(f"{uri} is malformed: not JSON ({str(exc).splitlines()[0] if str(exc) else ''})") from None
+    except OSError as exc:
+        raise Malformed(f"{uri} cannot be read ({type(exc).__name__})") from None
+    if not isinstance(value, dict):
+        raise Malformed(f"{uri} is malformed: a JSON {type(value).__name__}, not an object")
+    return value
+
+
 def read(out: str) -> dict | None:
+    """The manifest of ``out``, None when there is none; :class:`Malformed` (a ValueError naming the file) when it
+    is not a JSON object."""
     uri = fs.join(out, MANIFEST)
-    return fs.read_json(uri) if fs.exists(uri) else None
+    return _json_object(uri) if fs.exists(uri) else None
+
+
+def _shape_problems(uri: str, m: dict) -> list[str]:
+    """What makes a manifest's ``tables`` unusable (a reader cannot check a set it cannot list)."""
+    tables = m.get("tables", [])
+    if not isinstance(tables, list):
+        return [f"{uri} is malformed: 'tables' is a JSON {type(tables).__name__}, not a list"]
+    bad = [i for i, t in enumerate(tables) if not isinstance(t, dict) or not isinstance(t.get("location"), str)]
+    if bad:
+        return [f"{uri} is malformed: entry {bad[0]} of 'tables' is not a table (an object with a location)"]
+    return []
 
 
 def verify(out: str, spark=None) -> list[str]:
     """Problems that make ``out`` not one complete set of one run (empty: safe to read every listed table).
     Catalog tables are checked with ``spark`` (their rows' run_id under the listed days); skipped without."""
-    m = read(out)
+    try:
+        m = read(out)
+    except Malformed as exc:
+        return [f"{exc}: cannot tell whether one run wrote the set"]
     if m is None:
         return [f"{out}: no {MANIFEST} (written by a run that did not finish, or by an older version)"]
-    problems = []
-    if not m.get("complete"):
+    problems = _shape_problems(fs.join(out, MANIFEST), m)
+    if problems:
+        return problems
+    if m.get("complete") is not True:
         problems.append(f"{out}: the run {m.get('run_id')} did not finish (status {m.get('status')}, exit code "
                         f"{m.get('exit_code')}): its tables may mix two runs")
     res = fs.join(out, "result.json")
     if fs.exists(res):
-        rid = fs.read_json(res).get("run_id")
+        try:
+            rid = _json_object(res).get("run_id")
+        except Malformed as exc:
+            return problems + [f"{exc}: cannot tell which run it reports"]
         if rid != m.get("run_id"):
             problems.append(f"{out}: result.json is of run {rid}, the manifest of run {m.get('run_id')}: a later "
                             f"run started and did not finish")

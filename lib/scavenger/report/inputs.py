@@ -54,24 +54,83 @@ def _local(path: str) -> Path:
     return Path(str(path).replace("file://", ""))
 
 
-def read_table(path: str | os.PathLike, spark_factory: Callable | None = None) -> pd.DataFrame:
-    """A small Parquet (directory or file) or CSV table as pandas; remote paths go through Spark."""
+# The columns each input table must have for the report to show it: the report's sections read these without a
+# fallback. Their names are the contracts' (schemas/<kind>.schema.json; the validation table's shape is
+# checks/verdict.py VERDICT_COLUMNS), checked in one place (:func:`check_columns`) when a table is read.
+REPORT_COLUMNS = {
+    "adc": ("position", "method", "coefficient", "ci_low", "ci_high"),
+    "estimates": ("policy_id", "estimator", "value", "ci_low", "ci_high", "interval_kind"),
+    "estimates_by_day": ("policy_id", "estimator", "value", "ci_low", "ci_high", "interval_kind", "identified"),
+    "diagnostics": ("policy_id", "metric", "slot", "value"),
+    "validation": ("check", "verdict"),
+}
+_WRITER = {"adc": "`scavenger adc` (or evaluate)", "estimates": "`scavenger evaluate`",
+           "estimates_by_day": "`scavenger evaluate --by-day`", "diagnostics": "`scavenger evaluate`",
+           "validation": "`scavenger validate`"}
+
+
+def required_columns(kind: str) -> list[str]:
+    """The columns of ``kind`` the report needs, each checked against its contract (a name that is not in the
+    contract is a bug here, not a user's error)."""
+    wanted = REPORT_COLUMNS[kind]
+    if kind == "validation":
+        from ..checks.verdict import VERDICT_COLUMNS as declared
+    else:
+        from ..contract import load_contract
+
+        declared = load_contract("estimates" if kind == "estimates_by_day" else kind).columns
+    unknown = [c for c in wanted if c not in declared]
+    assert not unknown, f"report columns {unknown} are not in the {kind} contract"
+    return list(wanted)
+
+
+def check_columns(df: pd.DataFrame, kind: str, path: str, flag: str) -> pd.DataFrame:
+    """``df`` when it has the columns the report reads from a ``kind`` table; else UsageError (exit 2) naming the
+    flag, the table and the missing columns."""
+    if not len(df.columns):
+        raise UsageError(f"{flag}: {path} holds no table (no Parquet file with columns): expected the {kind} table "
+                         f"of a {_WRITER[kind]} run")
+    missing = [c for c in required_columns(kind) if c not in df.columns]
+    if missing:
+        schema = "checks/verdict.py" if kind == "validation" else \
+            f"schemas/{'estimates' if kind == 'estimates_by_day' else kind}.schema.json"
+        raise UsageError(f"{flag}: {path} does not hold the {kind} table ({schema}): missing column(s) "
+                         f"{', '.join(missing)}; pass the output of a {_WRITER[kind]} run")
+    return df
+
+
+def read_table(path: str | os.PathLike, spark_factory: Callable | None = None, kind: str | None = None,
+               flag: str | None = None) -> pd.DataFrame:
+    """A small Parquet (directory or file) or CSV table as pandas; remote paths go through Spark. With ``kind``
+    (a key of REPORT_COLUMNS) its columns are checked (UsageError naming ``flag`` when one is missing)."""
     path = str(path)
+    flag = flag or (f"--{kind}" if kind else "table")
     if _is_remote(path):
         if spark_factory is None:
             raise UsageError(f"cannot read remote table {path} without a SparkSession")
         from ..engines.spark import spark_read_path
 
-        return spark_factory().read.parquet(spark_read_path(path)).toPandas()
+        df = spark_factory().read.parquet(spark_read_path(path)).toPandas()
+        return check_columns(df, kind, path, flag) if kind else df
     p = _local(path)
     if not p.exists():
-        raise UsageError(f"no such table: {path}")
+        raise UsageError(f"{flag}: no such table: {path}")
     try:
+        if kind and p.suffix != ".csv":       # the columns from the footers first: a big table of another kind
+            import pyarrow.dataset as pads    # (e.g. the logs) is refused without reading its rows
+
+            names = pads.dataset(str(p), format="parquet", partitioning="hive").schema.names
+            check_columns(pd.DataFrame(columns=names), kind, path, flag)
         if p.suffix == ".csv":
-            return pd.read_csv(p)
-        return pd.read_parquet(p)
+            df = pd.read_csv(p)
+        else:
+            df = pd.read_parquet(p)
+    except UsageError:
+        raise
     except Exception as exc:  # noqa: BLE001 - a table we cannot parse is a bad argument
-        raise UsageError(f"cannot read table {path}: {type(exc).__name__}: {exc}") from None
+        raise UsageError(f"{flag}: cannot read table {path}: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    return check_columns(df, kind, path, flag) if kind else df
 
 
 def resolve_table(path: str | None, name: str) -> tuple[str | None, str | None]:
@@ -97,22 +156,27 @@ def read_result(job_dir: str | None) -> dict | None:
     if not f.exists():
         return None
     _check_complete(job_dir)
+    from ..errors import DataCheckFailed
+    from ..io import manifest
+
     try:
-        with open(f) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+        return manifest._json_object(str(f))
+    except manifest.Malformed as exc:            # a half-written or overwritten result: not a complete run
+        raise DataCheckFailed(f"{job_dir} is not one complete run: {exc}") from None
 
 
 def _check_complete(job_dir: str) -> None:
     """A job directory with a run manifest must hold one complete run (io/manifest.py): a set that a killed or
-    still-running job left mixed is refused (exit 3) instead of reported. Directories without a manifest (older
-    versions, tables written by hand) are read as they are."""
+    still-running job left mixed is refused (exit 3) instead of reported; so is one whose manifest or result.json
+    is malformed. Directories without a manifest (older versions, tables written by hand) are read as they are."""
     from ..errors import DataCheckFailed
     from ..io import manifest
 
-    if manifest.read(str(_local(job_dir))) is None:
-        return
+    try:
+        if manifest.read(str(_local(job_dir))) is None:
+            return
+    except manifest.Malformed as exc:
+        raise DataCheckFailed(f"{job_dir} is not one complete run: {exc}") from None
     problems = manifest.verify(str(_local(job_dir)))
     if problems:
         raise DataCheckFailed(f"{job_dir} is not one complete run ({len(problems)} problem(s)): "
@@ -149,20 +213,21 @@ def find_data_docs(validate_dir: str | None) -> str | None:
     return str(candidates[0]) if candidates else None
 
 
-def read_history(root: str | Path, spark_factory: Callable | None = None) -> pd.DataFrame | None:
+def read_history(root: str | Path, spark_factory: Callable | None = None, flag: str = "--history"
+                 ) -> pd.DataFrame | None:
     """Estimates of every daily run under ``root``: directories ``dt=DS`` (at any depth up to 3 below root)
     holding ``estimates/``; adds ``run_dt`` (DS) and ``dataset`` (the directory above dt=, e.g. the registry
     name of the daily DAG)."""
     root = _local(str(root))
-    if not root.exists():
-        raise UsageError(f"--history: no such directory {root}")
+    if not root.is_dir():
+        raise UsageError(f"{flag}: no such directory {root}")
     frames = []
     for est in sorted(set(root.glob("dt=*/estimates")) | set(root.glob("*/dt=*/estimates"))
                       | set(root.glob("*/*/dt=*/estimates"))):
         m = _DT_DIR.match(est.parent.name)
         if not m:
             continue
-        df = read_table(est, spark_factory)
+        df = read_table(est, spark_factory, "estimates", flag)
         if not len(df):
             continue
         df = df.assign(run_dt=m.group(1), dataset=est.parent.parent.name if est.parent.parent != root else "")
@@ -176,8 +241,8 @@ def read_by_day(path: str | os.PathLike, spark_factory: Callable | None = None) 
     """A ``*_by_day`` table: its dt=DAY partitions, each read alone (a column that is null all day has no type
     there, so the partitions do not share one schema), with column ``dt``."""
     p = _local(str(path))
-    frames = [read_table(d, spark_factory).assign(dt=d.name.split("=", 1)[1]) for d in sorted(p.glob("dt=*"))
-              if d.is_dir()]
+    frames = [read_table(d, spark_factory, "estimates_by_day", "--estimates").assign(dt=d.name.split("=", 1)[1])
+              for d in sorted(p.glob("dt=*")) if d.is_dir()]
     frames = [f.astype({c: object for c in f.columns if f[c].isna().all()}) for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else None
 
@@ -201,27 +266,113 @@ def load_inputs(adc: str | None = None, estimates: str | None = None, diagnostic
     inp = ReportInputs()
     est_paths: list[tuple[str, str | None]] = []
     diag_paths: list[str] = []
+    history_given, adc_given, validation_given = history is not None, adc is not None, validation is not None
     if root is not None:
         adc, validation, history, est_paths = _root_layout(root, dt, adc, estimates, validation, history)
+        est_paths = [(path, job, "--root") for path, job in est_paths]
+        _check_root_found(root, dt, adc, validation, est_paths)
     if estimates is not None:
-        est_paths.append(resolve_table(estimates, "estimates"))
+        est_paths.append((*resolve_table(estimates, "estimates"), "--estimates"))
     if diagnostics is not None:
-        diag_paths.append(resolve_table(diagnostics, "diagnostics")[0])
+        diag_paths.append((resolve_table(diagnostics, "diagnostics")[0], "--diagnostics"))
     if adc is not None:
         path, job = resolve_table(adc, "adc")
-        inp.adc = read_table(path, spark_factory)
+        inp.adc = read_table(path, spark_factory, "adc", "--adc" if adc_given else "--root")
         inp.sources["adc"] = path
         if (res := read_result(job)) is not None:
             inp.results["adc"] = res
     _read_estimates(inp, est_paths, diag_paths, not diagnostics, spark_factory)
     if validation is not None:
-        _read_validation(inp, validation, spark_factory)
+        _read_validation(inp, validation, spark_factory, "--validation" if validation_given else "--root")
     if history is not None:
-        inp.history = read_history(history, spark_factory)
+        inp.history = read_history(history, spark_factory, "--history" if history_given else "--root")
         inp.sources["history"] = history
+        if inp.history is None and history_given:
+            raise UsageError(f"--history: no daily estimates under {history} (expected dt=YYYY-MM-DD/estimates/ "
+                             f"holding rows, up to 3 levels below it, e.g. the daily DAG's {{root}}/evaluate)")
     if ground_truth is not None:
         inp.ground_truth, inp.sources["ground_truth"] = _read_ground_truth(ground_truth)
+        check_truth_matches(inp, ground_truth)
     return inp
+
+
+def _data_k(inp: ReportInputs) -> list[tuple[str, int]]:
+    """(where, K) of the report's data: each job's result.json counts.K and the ADC table's largest position."""
+    out = []
+    for job, res in inp.results.items():
+        k = (res.get("counts") or {}).get("K") if isinstance(res.get("counts"), dict) else None
+        if isinstance(k, (int, float)) and not isinstance(k, bool) and k > 0:
+            out.append((f"{job} result.json", int(k)))
+    if inp.adc is not None and len(inp.adc):
+        pos = pd.to_numeric(inp.adc["position"], errors="coerce").max()
+        if pd.notna(pos):
+            out.append(("the ADC table", int(pos)))
+    return out
+
+
+def check_truth_matches(inp: ReportInputs, ground_truth: str) -> None:
+    """Refuse (exit 2) a ground truth of another number of positions K than the data reported: its true values
+    and ADCs would be drawn beside estimates of other logs."""
+    gt = inp.ground_truth or {}
+    k = gt.get("n_positions")
+    if not isinstance(k, int) or isinstance(k, bool):
+        k = len(gt["adc"]) if isinstance(gt.get("adc"), list) and gt.get("adc") else None
+    if k is None:
+        return
+    other = [(where, dk) for where, dk in _data_k(inp) if dk != k]
+    if other:
+        where, dk = other[0]
+        raise UsageError(f"--ground-truth {ground_truth}: the truth is of K={k} positions but {where} has K={dk}: "
+                         f"pass the ground_truth.json of the logs these runs read")
+
+
+def input_dirs(adc=None, estimates=None, diagnostics=None, validation=None, history=None, ground_truth=None,
+               root=None, dt=None) -> list[tuple[str, str, bool]]:
+    """(flag, local directory, inside) of every input the report would read and of the job directories they
+    belong to (whose result.json and _manifest.json a report written there would replace): ``--out`` must not be
+    one of them, nor (``inside`` true) below one. Below ``--root`` is allowed (the daily DAG writes
+    {root}/report/dt=DS) but not inside the job directories read from it. Remote inputs are left out."""
+    out: list[tuple[str, str, bool]] = []
+
+    def add(flag: str, path: str | None, inside: bool = True) -> None:
+        if path is None or _is_remote(path):
+            return
+        p = _local(path).resolve()
+        if p.is_dir():
+            out.append((flag, str(p), inside))
+        else:                                            # a file (ground truth, a CSV table): its directory
+            out.append((flag, str(p.parent), False))
+            p = p.parent
+        if (p.parent / "result.json").exists() or (p.parent / "_manifest.json").exists():
+            out.append((flag, str(p.parent), False))     # a table inside a job's --out directory
+
+    if root is not None and dt is not None and _local(root).is_dir():
+        out.append(("--root", str(_local(root).resolve()), False))
+        try:
+            r_adc, r_val, r_hist, r_est = _root_layout(root, dt, None, None, None, None)
+        except UsageError:
+            r_adc, r_val, r_hist, r_est = None, None, None, []
+        for path in (r_adc, r_val, *[job for _, job in r_est]):
+            add("--root", path)
+        add("--root", r_hist, inside=False)              # {root}/evaluate: its dt= directories are the inputs
+    for flag, path in (("--adc", adc), ("--estimates", estimates), ("--diagnostics", diagnostics),
+                       ("--validation", validation), ("--history", history), ("--ground-truth", ground_truth)):
+        add(flag, path)
+    return out
+
+
+def check_out(out_dir: str, dirs: list[tuple[str, str, bool]]) -> None:
+    """UsageError when ``--out`` is an input directory (or inside one): the report's result.json and
+    _manifest.json would replace the input job's before it is read."""
+    if _is_remote(out_dir):
+        return
+    o = _local(out_dir).resolve()
+    for flag, d, inside in dirs:
+        dp = Path(d)
+        if o == dp or (inside and dp in o.parents):
+            where = "is" if o == dp else "is inside"
+            raise UsageError(f"--out {out_dir} {where} the input directory {d} ({flag}): the report's result.json "
+                             f"and _manifest.json would replace that run's; pass another --out")
 
 
 def _root_layout(root: str, dt: str | None, adc, estimates, validation, history) -> tuple:
@@ -250,29 +401,47 @@ def _root_layout(root: str, dt: str | None, adc, estimates, validation, history)
     return adc, validation, history, est_paths
 
 
+def _check_root_found(root: str, dt: str, adc, validation, est_paths: list) -> None:
+    """``--root ROOT --dt DS`` that finds none of DS's outputs: exit 2 when ROOT is not a daily output root at all
+    (no adc/, evaluate/ or validate/ below it), else exit 3 (the day has no outputs yet)."""
+    from ..errors import DataCheckFailed
+
+    if adc is not None or validation is not None or est_paths:
+        return
+    r = _local(root)
+    if not any((r / job).is_dir() for job in ("adc", "evaluate", "validate")):
+        raise UsageError(f"--root {root}: not a daily output root (no adc/, evaluate/ or validate/ directory below "
+                         f"it; expected {{root}}/<job>/dt=YYYY-MM-DD/)")
+    raise DataCheckFailed(f"--root {root} --dt {dt}: no output of dt={dt} found (none of "
+                          f"adc/dt={dt}/adc, evaluate/*/dt={dt}/estimates, validate/dt={dt}/validation): did the "
+                          f"jobs of that day run?")
+
+
 def _read_estimates(inp: ReportInputs, est_paths: list, diag_paths: list, diagnostics_beside: bool,
                     spark_factory: Callable | None) -> None:
-    """The estimates of every evaluate run, their result.json, by-day tables and (``diagnostics_beside``: no
-    --diagnostics given) the diagnostics beside them."""
+    """The estimates of every evaluate run (path, job directory, flag), their result.json, by-day tables and
+    (``diagnostics_beside``: no --diagnostics given) the diagnostics beside them."""
     est_frames = []
-    for path, job in est_paths:
-        est_frames.append(read_table(path, spark_factory))
+    for path, job, flag in est_paths:
+        est_frames.append(read_table(path, spark_factory, "estimates", flag))
         inp.sources.setdefault("estimates", []).append(path)
         if job is not None:
             if (res := read_result(job)) is not None:
                 inp.results["evaluate" if len(est_paths) == 1 else f"evaluate[{Path(job).parent.name}]"] = res
             if diagnostics_beside and (Path(job) / "diagnostics").exists():
-                diag_paths.append(str(Path(job) / "diagnostics"))
-    inp.estimates, inp.by_day = _concat(est_frames), _by_day_beside(est_paths, spark_factory)
-    inp.diagnostics = _concat([read_table(p, spark_factory) for p in diag_paths])
+                diag_paths.append((str(Path(job) / "diagnostics"), flag))
+    inp.estimates = _concat(est_frames)
+    inp.by_day = _by_day_beside([(p, j) for p, j, _ in est_paths], spark_factory)
+    inp.diagnostics = _concat([read_table(p, spark_factory, "diagnostics", flag) for p, flag in diag_paths])
     if diag_paths:
-        inp.sources["diagnostics"] = diag_paths
+        inp.sources["diagnostics"] = [p for p, _ in diag_paths]
 
 
-def _read_validation(inp: ReportInputs, validation: str, spark_factory: Callable | None) -> None:
+def _read_validation(inp: ReportInputs, validation: str, spark_factory: Callable | None,
+                     flag: str = "--validation") -> None:
     """The validation table, its result.json, quarantine counts and Data Docs."""
     path, validate_dir = resolve_table(validation, "validation")
-    inp.validation = read_table(path, spark_factory)
+    inp.validation = read_table(path, spark_factory, "validation", flag)
     inp.sources["validation"] = path
     if (res := read_result(validate_dir)) is not None:
         inp.results["validate"] = res
@@ -288,7 +457,21 @@ def _read_ground_truth(ground_truth: str) -> tuple[dict, str]:
     gt = _local(ground_truth)
     if gt.is_dir():
         gt = gt / "ground_truth.json"
-    if not gt.exists():
+    if not gt.is_file():
         raise UsageError(f"--ground-truth: no such file {ground_truth}")
-    with open(gt) as fh:
-        return json.load(fh), str(gt)
+    try:
+        with open(gt, encoding="utf-8") as fh:
+            value = json.load(fh)
+    except UnicodeDecodeError:
+        raise UsageError(f"--ground-truth {gt}: not a ground_truth.json (not UTF-8 text); pass the file "
+                         f"`scavenger generate` wrote beside the logs") from None
+    except ValueError as exc:
+        raise UsageError(f"--ground-truth {gt}: not a ground_truth.json (not JSON: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); pass the file `scavenger generate` "
+                         f"wrote beside the logs") from None
+    except OSError as exc:
+        raise UsageError(f"--ground-truth {gt}: cannot read it ({type(exc).__name__})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--ground-truth {gt}: not a ground_truth.json (a JSON {type(value).__name__}, not an "
+                         f"object); pass the file `scavenger generate` wrote beside the logs")
+    return value, str(gt)
