@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import sys
 import random
 from collections import defaultdict
 
@@ -158,7 +159,7 @@ def log_reasons(ev, rmin=0.0, rmax=1.0, max_slots=64) -> set:
     props = [x["propensity"] for x in s if x["propensity"] is not None]
     if any(x["ad_id"] is None for x in s):
         out.add("NULL_AD")
-    if props and min(props) <= 0:
+    if props and min(props) < sys.float_info.min:       # zero, negative or subnormal (1/mu overflows)
         out.add("ZERO_PROPENSITY")
     if props and (max(props) > 1 or any(math.isnan(p) for p in props)):
         out.add("PROPENSITY_GT_1")

@@ -49,6 +49,8 @@ def _bad_logs():
     cases = [
         (_log(100, slots=_slate(["a1", "a2", "a3"], props=[None, .25, .25])), {"NULL_PROPENSITY"}),
         (_log(101, slots=_slate(["a1", "a2", "a3"], props=[0.0, .25, .25])), {"ZERO_PROPENSITY"}),
+        (_log(131, slots=_slate(["a1", "a2", "a3"], props=[.25, 5e-324, .25])), {"ZERO_PROPENSITY"}),
+        (_log(132, slots=_slate(["a1", "a2", "a3"], props=[.25, 1e-300, .25])), set()),
         (_log(102, slots=_slate(["a1", "a2", "a3"], props=[1.5, .25, .25])), {"PROPENSITY_GT_1"}),
         (_log(103, slots=_slate(["a1", "a1", "a3"])), {"DUPLICATE_AD"}),
         (_log(104, slots=_slate(["a1", "a2", "a3"], positions=[1, 2, 4])), {"POSITION_GAP"}),

@@ -11,7 +11,8 @@ Reason codes (impression logs)
   NULL_EVENT_ID, NULL_LOGGING_POLICY, NULL_DT, EMPTY_SLATE, NULL_AD
   SLATE_TOO_LONG      more slots than ``max_slots`` (default 64): no single row sets the cost of a job
   NULL_PROPENSITY     a slot without a logged propensity (only with ``quarantine_null_propensity``)
-  ZERO_PROPENSITY     propensity <= 0 (no importance weight exists; seed 002 needs mu_k > 0)
+  ZERO_PROPENSITY     propensity <= 0, or below 2.2250738585072014e-308, the smallest normal double, whose 1/mu
+                      overflows (no importance weight exists; seed 002 needs mu_k > 0)
   PROPENSITY_GT_1     propensity > 1 or NaN
   DUPLICATE_EVENT_ID  event_id seen before: in these days, or in an earlier day of the statistics store; with
                       ``duplicates="keep_first"`` the first copy (by dt, event_time) stays clean
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 
 REASON = "reason_codes"
 MAX_DOUBLE = "1.7976931348623157E308"   # |x| > this: x is +-inf
+MIN_NORMAL = "2.2250738585072014E-308"  # 0 < x < this: x is subnormal, 1/x overflows to inf
 
 LOG_REASONS = [
     "NULL_EVENT_ID", "NULL_LOGGING_POLICY", "NULL_DT", "EMPTY_SLATE", "SLATE_TOO_LONG", "NULL_AD",
@@ -161,7 +163,7 @@ def log_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
         ("SLATE_TOO_LONG", f"size(slots) > {k}"),
         ("NULL_AD", slot_any("slots", "s.ad_id IS NULL")),
         ("NULL_PROPENSITY", slot_any("slots", "s.propensity IS NULL") if cfg.quarantine_null_propensity else "false"),
-        ("ZERO_PROPENSITY", f"{slot_extreme('min', 'slots', 's.propensity')} <= 0"),
+        ("ZERO_PROPENSITY", f"{slot_extreme('min', 'slots', 's.propensity')} < {MIN_NORMAL}D"),
         ("PROPENSITY_GT_1", f"{slot_extreme('max', 'slots', 's.propensity')} > 1"),
         ("DUPLICATE_AD", _repeats("ad_id")),
         ("DUPLICATE_POSITION", _repeats("position")),
