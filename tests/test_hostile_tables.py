@@ -75,12 +75,18 @@ def test_report_ground_truth_not_json_or_of_another_k(tmp_path, capsys):
 
 
 def test_report_out_is_not_an_input_directory(tmp_path, capsys):
+    """--out equal to or inside an input is refused, and the refusal leaves the evaluate run's record as it was."""
+    import json
+
     ev = _evaluate_dir(tmp_path / "ev")
+    record = (ev / "result.json").read_text()
+    assert json.loads(record)["job"] == "evaluate"
     for out in (ev, ev / "sub"):
         assert main(["report", "--out", str(out), "--estimates", str(ev)]) == 2
         assert "input directory" in _err(capsys)
     assert main(["report", "--out", str(ev), "--estimates", str(ev / "estimates")]) == 2
     assert not (ev / "report.html").exists()
+    assert (ev / "result.json").read_text() == record
 
 
 def test_report_finds_nothing_under_root_or_history(tmp_path, capsys):

@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(p)
         add_spark_arguments(p)
         p.add_argument("--run-id", default=None, help="id recorded in result.json and quarantine rows")
-        p.set_defaults(_module=module)
+        p.set_defaults(_module=module, _parser=p)
     return parser
 
 
@@ -150,19 +150,20 @@ def main(argv: list[str] | None = None) -> int:
 
     module = args._module
     result = RunResult(job=module.NAME)
-    if args.run_id:
-        result.run_id = args.run_id
     ctx = JobContext(args=args, result=result)
     out = getattr(args, "out", None)
     code = errors.EXIT_OK
+    out_checked = False
     try:
-        # every check a user can fail (flags, dates, names, paths, --out) before an engine starts or --out is touched
+        # every check a user can fail (flags, dates, names, paths, --out, the engine's environment) before an
+        # engine starts or --out is touched: the shared ones here, the command's own in its prepare
+        _check_arguments(args)
+        out_checked = True
+        if args.run_id:
+            result.run_id = args.run_id
         prepared = module.prepare(args, ctx) if hasattr(module, "prepare") else None
-    except errors.ScavengerError as exc:
-        print(f"scavenger {module.NAME}: error: {_one_line(exc)}", file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the job boundary, before the job: classified as in _run
+        return _refused(module, result, out if out_checked else None, exc, debug)
     from . import lifecycle
 
     guard = lifecycle.StopGuard(finish=lambda c: lifecycle.record_ending(result, out, c, "interrupted"),
@@ -179,6 +180,68 @@ def main(argv: list[str] | None = None) -> int:
         code = lifecycle.record_ending(result, out, code, result.status) or code
     _report(module, args, result)
     return code
+
+
+def _flags(args) -> dict:
+    """dest -> the flag a user typed (--from for date_from) of the parsed subcommand."""
+    parser = getattr(args, "_parser", None)
+    names = {}
+    for action in getattr(parser, "_actions", []):
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if longs:
+            names[action.dest] = longs[0]
+    return names
+
+
+def _check_arguments(args) -> None:
+    """The checks every command shares (UsageError, exit 2): flag values that are not valid UTF-8 (bytes a path may
+    hold but no engine can), empty or unusable paths, --out (and --stats-dir) writable and outside the inputs, and
+    the engine settings of the environment."""
+    from .commands import _common as C
+    from .engines import check_environment
+
+    C.check_text_args(args, _flags(args))
+    C.check_job_paths(args)
+    check_environment(getattr(args, "engine", "auto"))
+
+
+def _refused(module, result, out, exc, debug) -> int:
+    """A job refused before it started (prepare and the shared checks): the same classification as the job
+    boundary; result.json is written only into an --out that already exists and passed its checks (``out`` None
+    otherwise: a refused run creates nothing, and never writes into an input)."""
+    code, result.status, result.message = _classify(exc, before_run=True)
+    print(f"scavenger {module.NAME}: {'error' if code != errors.EXIT_INTERNAL else 'internal error'}: "
+          f"{_one_line(result.message)}", file=sys.stderr)
+    if debug:
+        traceback.print_exc()
+    elif code == errors.EXIT_INTERNAL:
+        print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
+    result.exit_code = code
+    try:
+        from .io import fs
+
+        if out and fs.is_local(out) and os.path.isdir(fs.local_path(out)) and os.access(fs.local_path(out),
+                                                                                        os.W_OK) \
+                and _own_or_no_record(fs.local_path(out), module.NAME):
+            result.write(out)
+    except Exception:  # noqa: BLE001 - the refusal stands whether or not result.json can be written
+        pass
+    return code
+
+
+def _own_or_no_record(out: str, job: str) -> bool:
+    """Does ``out`` hold no result.json, or one of this job? A refused run never replaces another job's record
+    (``report --out X --estimates X`` would have overwritten the evaluate run it was asked to read)."""
+    import json
+
+    path = os.path.join(out, "result.json")
+    if not os.path.exists(path):
+        return True
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh).get("job") == job
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _run(module, args, ctx, prepared, out, guard, debug) -> int:
@@ -262,14 +325,29 @@ def _interrupted(module, result, signum: int) -> int:
     return exit_code_of(signum)
 
 
-def _classify(exc: BaseException) -> tuple[int, str, str]:
+def _classify(exc: BaseException, before_run: bool = False) -> tuple[int, str, str]:
     """(exit code, status, message) of an exception at the job boundary: running out of memory is the user's
-    setting to raise (exit 2), not an internal error."""
+    setting to raise (exit 2), not an internal error; so is a path this process may not read (permission denied),
+    and, before the job starts (``before_run``: the checks of the inputs), any path that cannot be listed or read,
+    or that holds bytes that are not UTF-8."""
+    import errno as _errno
+
     from .summary import memory_advice
 
+    if isinstance(exc, errors.ScavengerError):
+        code = exc.exit_code
+        status = "data_check_failed" if code == errors.EXIT_DATA_CHECK else \
+            "bad_arguments" if code == errors.EXIT_USAGE else "internal_error"
+        return code, status, _bounded(exc)
     advice = memory_advice(exc)
     if advice:
         return errors.EXIT_USAGE, "out_of_memory", _bounded(advice)
+    if isinstance(exc, OSError) and (before_run or exc.errno in (_errno.EACCES, _errno.EPERM)):
+        where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+        return errors.EXIT_USAGE, "bad_arguments", _bounded(f"cannot read or write a path given: {where} (check "
+                                                            f"the path and its permissions)")
+    if before_run and isinstance(exc, UnicodeError):
+        return errors.EXIT_USAGE, "bad_arguments", _bounded(f"a path or value given is not valid UTF-8: {exc}")
     return errors.EXIT_INTERNAL, "internal_error", f"{type(exc).__name__}: {_one_line(exc)}"
 
 

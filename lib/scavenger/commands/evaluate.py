@@ -47,7 +47,14 @@ def prepare(args, ctx):
     C.check_level(args)
     _check_adc_method(args.adc, args.adc_method)
     estimators = registry.resolve(args.estimators) if args.estimators else None
-    reorder = parse_reorder_specs(args.reorder)
+    _check_numbers(args)
+    reorder = _distinct_policies(args.reorder, parse_reorder_specs(args.reorder))
+    for spec in reorder:
+        if spec["kind"] == "ctr" and spec["fit_from"] > spec["fit_to"]:
+            raise UsageError(f"--reorder ctr:{spec['fit_from']}:{spec['fit_to']}: the fit window ends before it "
+                             f"starts; give ctr:FROM:TO with FROM <= TO")
+        if spec["kind"] == "scores":
+            _check_score_table(spec["path"])
     if args.decisions is None and not reorder:
         raise UsageError("evaluate needs --decisions or at least one --reorder policy")
     inputs = C.prepare_inputs(args)
@@ -77,6 +84,12 @@ def run(args, ctx, prepared):
     with ctx.result.timed("evaluate"):
         ev = evaluate(engine, inputs, options, gate, config, args.stats_dir, C.quarantine_dir(args),
                       ctx.result.run_id, C.batch_days(args, engine))
+    held = adc_table_positions(args.adc, args.adc_method)
+    if held is not None and ev.stats.K and held < int(ev.stats.K):
+        from ..errors import UsageError
+
+        raise UsageError(f"--adc {args.adc} (method {args.adc_method}) gives {held} position(s) but the logs show "
+                         f"{int(ev.stats.K)}: give an ADC table estimated on logs with every position")
     r = ctx.result
     r.outputs.update(C.write_results(args, ctx, {"estimates": ev.estimates, "diagnostics": ev.diagnostics,
                                                  "adc": ev.adc, "estimates_by_day": ev.estimates_by_day},
@@ -113,9 +126,130 @@ def _check_adc_method(adc: str, method: str) -> None:
         return
     from ..estimate import read_adc_table
 
-    held = sorted(str(m) for m in read_adc_table(adc)["method"].dropna().unique())
+    table = read_adc_table(adc)
+    held = sorted(str(m) for m in table["method"].dropna().unique())
     if method not in held:
         raise UsageError(f"--adc-method {method!r}: the ADC table {adc} holds the method(s) {', '.join(held)}")
+    _check_adc_rows(adc, method, table[table["method"].astype(str) == method])
+
+
+def _check_adc_rows(adc: str, method: str, rows) -> None:
+    """The stored ADC row of ``method``: one positive finite coefficient per position 1..n (exit 2 naming the table
+    and the problem; a table of unreadable values is estimate/adc.py's to refuse)."""
+    import numpy as np
+    import pandas as pd
+
+    from ..errors import UsageError
+
+    pos = pd.to_numeric(rows["position"], errors="coerce")
+    coef = pd.to_numeric(rows["coefficient"], errors="coerce").astype(float)
+    where = f"--adc {adc} (method {method})"
+    if pos.isna().any() or not (pos == pos.round()).all():
+        return                                     # positions that are not numbers: refused where it is read
+    bad = rows[~np.isfinite(coef.to_numpy()) | (coef.to_numpy() <= 0)]
+    if len(bad):
+        shown = ", ".join(f"C_{p}={c}" for p, c in zip(bad["position"].head(3), bad["coefficient"].head(3)))
+        raise UsageError(f"{where}: {len(bad)} coefficient(s) missing, not finite or not positive ({shown}); "
+                         f"every C_k must be a positive number")
+    have = sorted(int(p) for p in pos)
+    if not have or have != list(range(1, len(have) + 1)):
+        raise UsageError(f"{where}: positions must be 1..n, each once; the table holds {have[:10]}")
+
+
+def adc_table_positions(adc: str, method: str) -> int | None:
+    """How many positions the stored ADC table gives for ``method`` (None for estimated ADCs)."""
+    if adc in (None, "", "estimate"):
+        return None
+    from ..estimate import read_adc_table
+
+    table = read_adc_table(adc)
+    return int((table["method"].astype(str) == method).sum())
+
+
+MAX_N_ADS = 2 ** 53     # Theorem 3's k: exactly representable as a float (gammaln)
+
+
+def _check_numbers(args) -> None:
+    """--n-ads a whole number 1..2**53, --prior-mean finite (exit 2 naming the flag)."""
+    from ..errors import UsageError
+
+    if args.n_ads is not None and not 1 <= args.n_ads <= MAX_N_ADS:
+        raise UsageError(f"--n-ads is the size of the ad catalogue: a whole number from 1 to {MAX_N_ADS}; got "
+                         f"{args.n_ads}")
+    C.finite_number(args.prior_mean, "--prior-mean")
+
+
+def _distinct_policies(texts: list, reorder: list) -> list:
+    """Each --reorder its own policy: the same policy given twice is refused (it would be counted twice under
+    one id: doubled n_events, a wrong lift); score tables from different files get ids of their own
+    (reorder_scores_<file stem>, a suffix when still equal)."""
+    import os
+    import re
+
+    from ..errors import UsageError
+
+    seen = {}
+    for text, spec in zip(texts, reorder):
+        key = (spec["kind"], os.path.realpath(spec["path"]) if spec["kind"] == "scores" and "://" not in spec["path"]
+               else spec.get("path"), spec.get("seed"), spec.get("fit_from"), spec.get("fit_to"))
+        if key in seen:
+            same = f"--reorder {text} is given twice" if text == seen[key] else \
+                f"--reorder {text} is the same policy as --reorder {seen[key]}"
+            raise UsageError(f"{same}: each --reorder is one policy; give it once")
+        seen[key] = text
+    scores = [s for s in reorder if s["kind"] == "scores"]
+    if len(scores) > 1:
+        taken = {s["policy_id"] for s in reorder if s["kind"] != "scores"}
+        for spec in scores:
+            stem = os.path.splitext(os.path.basename(spec["path"].rstrip("/")))[0] or "table"
+            base = "reorder_scores_" + re.sub(r"[^0-9A-Za-z_.-]+", "_", stem)
+            pid, n = base, 1
+            while pid in taken:
+                n += 1
+                pid = f"{base}_{n}"
+            taken.add(pid)
+            spec["policy_id"] = pid
+    return reorder
+
+
+def _check_score_table(path: str) -> None:
+    """A --reorder scores table that can be read and holds scores: exit 2 naming the file and the problem (not
+    UTF-8, not CSV/Parquet, empty, no finite score, an infinite score), before the pass. Remote URIs are read
+    by the pass."""
+    import numpy as np
+    import pandas as pd
+
+    from ..errors import UsageError
+    from ..io import fs
+    from ..statistics.reorder import check_scores
+
+    if not fs.is_local(path):
+        return
+    where = f"--reorder scores:{path}"
+    try:
+        scores = pd.read_csv(fs.local_path(path)) if path.endswith(".csv") else fs.read_parquet(path)
+    except UnicodeDecodeError:
+        raise UsageError(f"{where}: the file is not UTF-8 text; save the CSV as UTF-8") from None
+    except pd.errors.EmptyDataError:
+        raise UsageError(f"{where}: the file is empty; a score table needs columns ad_id,score") from None
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyarrow/pandas readers: anything they cannot read is the file's
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"{where}: cannot read it as {'CSV' if path.endswith('.csv') else 'Parquet'} "
+                         f"({type(exc).__name__}: {first[:200]}); give a .csv file or a Parquet file or "
+                         f"directory") from None
+    if not len(scores):
+        raise UsageError(f"{where}: the table has no rows; give one score per ad_id (or context_id, ad_id)")
+    try:
+        check_scores(scores)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    values = pd.to_numeric(scores["score"], errors="coerce").to_numpy(dtype=float)
+    if np.isinf(values).any():
+        raise UsageError(f"{where}: {int(np.isinf(values).sum())} score(s) are infinite; give finite numbers")
+    if not np.isfinite(values).any():
+        raise UsageError(f"{where}: no score is a number (all empty or NaN); give one number per key")
 
 
 def _calibration_key(gate) -> str:

@@ -62,8 +62,12 @@ def _number(value: str, flag: str, kind=int):
     return number
 
 
+MAX_WORLD_CELLS = 20_000_000   # contexts x ads of the world's click-rate table (8 bytes each, a few copies in memory)
+
+
 def config_from_args(args):
     from ..simulation.generator import GeneratorConfig
+    from . import _common as C
 
     cfg = GeneratorConfig(
         layout=args.layout, logging=args.logging,
@@ -72,22 +76,43 @@ def config_from_args(args):
         n_contexts=_number(args.contexts, "--contexts"), days=_number(args.days, "--days"),
         events_per_day=_number(args.events_per_day, "--events-per-day"), start_date=args.start_date,
         adc=_number_list(args.adc, "--adc", float), epsilon=_number(args.epsilon, "--epsilon", float),
-        seed=_number(args.seed, "--seed"),
+        seed=C.parse_seed(args.seed, "--seed"),
         partial_slates=_number(args.partial_slates, "--partial-slates", float),
         propensities=not args.no_propensities)
     if cfg.layout == "ranked" and cfg.slot_sizes is not None:
         raise UsageError("--slot-sizes applies to --layout slotted only")
-    return cfg.resolved()  # validates: UsageError (exit 2) before Spark starts
+    cfg = cfg.resolved()  # validates: UsageError (exit 2) before Spark starts
+    if cfg.n_positions < 2:
+        # the generator's statement spells the draws of a one-position slate as a number where it indexes an
+        # array (simulation/statements.py): refused here until it writes one-element arrays
+        raise UsageError(f"--positions {cfg.n_positions}: the generator needs at least 2 positions")
+    C.check_days_fit(cfg.start_date, cfg.days, "--days")
+    n_total = cfg.n_ads if cfg.layout == "ranked" else sum(cfg.slot_sizes)
+    if cfg.n_contexts * n_total > MAX_WORLD_CELLS:
+        raise UsageError(f"--contexts {cfg.n_contexts} x {n_total} ads = {cfg.n_contexts * n_total:,} click rates: "
+                         f"the world's tables hold at most {MAX_WORLD_CELLS:,}; lower --contexts "
+                         f"or {'--ads' if cfg.layout == 'ranked' else '--slot-sizes'}")
+    return cfg
 
 
-def run(args, ctx):
+def prepare(args, ctx):
+    """Every flag checked before an engine starts or --out is touched (exit 2); the generator's config."""
+    return config_from_args(args)
+
+
+def run(args, ctx, cfg=None):
     from ..simulation.generator import generate
 
-    cfg = config_from_args(args)
+    cfg = cfg if cfg is not None else config_from_args(args)
     result = ctx.result
     result.inputs = {"config": cfg.to_dict()}
     with result.timed("generate"):
-        truth = generate(ctx.output_engine(args.out), cfg, args.out, timings=result.timings)
+        try:
+            truth = generate(ctx.output_engine(args.out), cfg, args.out, timings=result.timings)
+        except MemoryError:
+            # the world's arrays are built in Python; generate has no --batch-days (the advice of the other jobs)
+            raise UsageError("generate ran out of memory building the world: lower --contexts, --ads (or "
+                             "--slot-sizes) or --events-per-day") from None
     out = os.path.abspath(args.out)
     result.outputs = {"logs": os.path.join(out, "logs"), "decisions": os.path.join(out, "decisions"),
                       "truth": os.path.join(out, "truth"), "ground_truth": os.path.join(out, "ground_truth.json")}

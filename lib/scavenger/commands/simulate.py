@@ -1,6 +1,7 @@
 """``scavenger simulate``: seed 002 section 6 (slate OPE simulation study) with the exact pattern sampler."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -10,14 +11,44 @@ NAME = "simulate"
 HELP = "Reproduce the slate OPE simulation study (seed 002, section 6): IPS, PI, wPI, PI++, beta; N*MSE tables and plots"
 
 
+MAX_N = 10 ** 12   # slates per simulation: the pattern sampler draws multinomial counts as 64-bit integers
+
+
 def _n_list(text: str) -> tuple:
-    try:
-        values = tuple(int(float(x)) for x in str(text).split(",") if x.strip())
-    except ValueError as exc:
-        raise UsageError(f"--N expects numbers like 1e7 or 1e6,1e7, got {text!r}") from exc
-    if not values or min(values) < 1:
+    values = []
+    for x in str(text).split(","):
+        if not x.strip():
+            continue
+        try:
+            number = float(x)
+        except ValueError:
+            raise UsageError(f"--N expects numbers like 1e7 or 1e6,1e7, got {text!r}") from None
+        if not math.isfinite(number) or not number.is_integer() or not 1 <= number <= MAX_N:
+            raise UsageError(f"--N expects whole numbers from 1 to {MAX_N:.0e} (like 1e7 or 1e6,1e7), got {text!r}")
+        values.append(int(number))
+    if not values:
         raise UsageError(f"--N must be positive, got {text!r}")
-    return values
+    return tuple(values)
+
+
+def prepare(args, ctx):
+    """Every flag checked before Spark starts or --out is touched (exit 2): (tensors, sims, N list)."""
+    from ..simulation.slate_figures import PAPER_SCALE
+    from . import _common as C
+
+    tensors0, sims0, n0 = PAPER_SCALE[args.preset]
+    tensors = args.tensors if args.tensors is not None else tensors0
+    sims = args.sims if args.sims is not None else sims0
+    N_list = _n_list(args.N) if args.N is not None else n0
+    if tensors < 1 or sims < 2:
+        raise UsageError("--tensors must be >= 1 and --sims >= 2")
+    if not (math.isfinite(args.pbar) and 0 < args.pbar <= 0.5):
+        raise UsageError("--pbar must be in (0, 0.5]")
+    if args.seed < 0 or args.seed > C.MAX_SEED:
+        raise UsageError(f"--seed must be a whole number from 0 to {C.MAX_SEED}; got {args.seed}")
+    if args.partitions is not None and args.partitions < 1:
+        raise UsageError(f"--partitions must be >= 1; got {args.partitions}")
+    return tensors, sims, N_list
 
 
 def add_arguments(parser) -> None:
@@ -38,17 +69,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", required=True, help="output directory")
 
 
-def run(args, ctx) -> None:
-    from ..simulation.slate_figures import PAPER_SCALE, run_preset
+def run(args, ctx, prepared=None) -> None:
+    from ..simulation.slate_figures import run_preset
 
-    tensors0, sims0, n0 = PAPER_SCALE[args.preset]
-    tensors = args.tensors if args.tensors is not None else tensors0
-    sims = args.sims if args.sims is not None else sims0
-    N_list = _n_list(args.N) if args.N is not None else n0
-    if tensors < 1 or sims < 2:
-        raise UsageError("--tensors must be >= 1 and --sims >= 2")
-    if not 0 < args.pbar <= 0.5:
-        raise UsageError("--pbar must be in (0, 0.5]")
+    tensors, sims, N_list = prepared if prepared is not None else prepare(args, ctx)
     ctx.result.inputs.update({"preset": args.preset, "tensors": tensors, "sims": sims, "N": list(N_list),
                               "pbar": args.pbar, "seed": args.seed, "backend": args.backend})
     spark = None

@@ -54,6 +54,16 @@ def choose_for_output(requested: str, out: str, spark_hint: str | None = None) -
     return name, ("auto: local --out (no JVM needed)" if name == "duckdb" and why.startswith("auto") else why)
 
 
+def check_environment(requested: str | None = "auto") -> dict:
+    """The engine settings read from the environment (SCAVENGER_DUCKDB_MEMORY, _THREADS, _TEMP), checked before any
+    engine starts: UsageError (exit 2) naming the variable and what it accepts. Nothing to check for --engine spark."""
+    if (requested or "auto").lower() == "spark":
+        return {}
+    from .duck import check_environment as check_duckdb
+
+    return check_duckdb()
+
+
 def open_engine(name: str, why: str, spark=None, master: str | None = None, conf: dict | None = None,
                 app_name: str = "scavenger") -> Engine:
     if name == "duckdb":
@@ -69,4 +79,5 @@ def open_engine(name: str, why: str, spark=None, master: str | None = None, conf
     return SparkEngine(spark, why)
 
 
-__all__ = ["Engine", "EngineInfo", "ENGINES", "choose", "choose_for_output", "open_engine", "under_spark"]
+__all__ = ["Engine", "EngineInfo", "ENGINES", "check_environment", "choose", "choose_for_output", "open_engine",
+           "under_spark"]
