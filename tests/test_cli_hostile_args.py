@@ -235,8 +235,6 @@ GEN = ["generate", "--engine", "duckdb", "--days", "1", "--events-per-day", "100
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--positions", "1"], ("--positions 1", "at least 2")),
-    (["--layout", "slotted", "--positions", "1", "--slot-sizes", "3"], ("--positions 1",)),
     (["--days", "100000000"], ("--days", "9999-12-31")),
     (["--start-date", "9999-12-31", "--days", "2"], ("--days 2", "9999-12-31")),
     (["--seed", "999999999999999999999999"], ("--seed", "too large")),
@@ -255,6 +253,19 @@ def test_generate_seed_is_exact(tmp_path, capsys):
     assert main(GEN + ["--out", str(tmp_path / "g"), "--seed", seed]) == 0
     result = json.loads((tmp_path / "g" / "result.json").read_text())
     assert result["inputs"]["config"]["seed"] == int(seed)
+
+
+@pytest.mark.parametrize("layout", [[], ["--layout", "slotted", "--slot-sizes", "3"]])
+def test_generate_one_position(tmp_path, layout):
+    """K = 1, ranked or slotted: the draws of a one-position slate are arrays of one (a BinderException, exit 1,
+    before: the statement wrote them as numbers and then indexed them); the logs evaluate."""
+    import pyarrow.parquet as pq
+
+    assert main(GEN + ["--out", str(tmp_path / "g"), "--positions", "1", *layout]) == 0
+    slots = pq.read_table(tmp_path / "g" / "logs").column("slots").to_pylist()
+    assert len(slots) == 100 and {s[0]["position"] for s in slots} == {1} and {len(s) for s in slots} == {1}
+    assert main(["evaluate", "--engine", "duckdb", "--logs", str(tmp_path / "g" / "logs"), "--decisions",
+                 str(tmp_path / "g" / "decisions"), "--gate", "report", "--out", str(tmp_path / "e")]) == 0
 
 
 def test_demo_days_that_do_not_fit_are_exit_2(tmp_path, capsys):

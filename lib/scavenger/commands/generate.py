@@ -82,10 +82,6 @@ def config_from_args(args):
     if cfg.layout == "ranked" and cfg.slot_sizes is not None:
         raise UsageError("--slot-sizes applies to --layout slotted only")
     cfg = cfg.resolved()  # validates: UsageError (exit 2) before Spark starts
-    if cfg.n_positions < 2:
-        # the generator's statement spells the draws of a one-position slate as a number where it indexes an
-        # array (simulation/statements.py): refused here until it writes one-element arrays
-        raise UsageError(f"--positions {cfg.n_positions}: the generator needs at least 2 positions")
     C.check_days_fit(cfg.start_date, cfg.days, "--days")
     n_total = cfg.n_ads if cfg.layout == "ranked" else sum(cfg.slot_sizes)
     if cfg.n_contexts * n_total > MAX_WORLD_CELLS:

@@ -75,12 +75,14 @@ def kappa(T_a: pd.Series, weights: pd.Series | None = None) -> pd.Series:
 
 def per_ad_sums(factored: pd.DataFrame, factored_sq: pd.DataFrame, C: np.ndarray) -> pd.DataFrame:
     """S_a = sum F C_j / C_i and Q_a = sum G C_j C_j2 / C_i^2 per ad (one policy's rows)."""
-    f = factored
-    s = f["s_rp"].to_numpy(float) * _coef(C, f["pos_j"]) / _coef(C, f["pos_i"])
-    S = pd.Series(s, index=f["ad_id"].to_numpy()).groupby(level=0).sum()
-    g = factored_sq
-    q = g["s_r2pp"].to_numpy(float) * _coef(C, g["pos_j"]) * _coef(C, g["pos_j2"]) / _coef(C, g["pos_i"]) ** 2
-    Q = pd.Series(q, index=g["ad_id"].to_numpy()).groupby(level=0).sum()
+    f, g = factored, factored_sq
+    S = Q = pd.Series(dtype=float)      # no clicked row for this policy (an empty day's table has no columns)
+    if len(f):
+        s = f["s_rp"].to_numpy(float) * _coef(C, f["pos_j"]) / _coef(C, f["pos_i"])
+        S = pd.Series(s, index=f["ad_id"].to_numpy()).groupby(level=0).sum()
+    if len(g):
+        q = g["s_r2pp"].to_numpy(float) * _coef(C, g["pos_j"]) * _coef(C, g["pos_j2"]) / _coef(C, g["pos_i"]) ** 2
+        Q = pd.Series(q, index=g["ad_id"].to_numpy()).groupby(level=0).sum()
     out = pd.DataFrame({"S": S, "Q": Q}).fillna(0.0)
     out.index.name = "ad_id"
     return out

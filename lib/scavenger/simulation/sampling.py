@@ -40,18 +40,19 @@ def at(array: str, index0: str) -> str:
 
 
 def draws(world: World) -> list[tuple[str, int, int]]:
-    """(column, stream, count) of every uniform an event uses: count 1 is a scalar column, K an array."""
+    """(column, stream, count) of every uniform an event uses: count None is a scalar column, a number an array of
+    that many (K = 1 gives an array of one)."""
     K = world.cfg.n_positions
-    out = [("_u_ctx_j", S_CONTEXT_J, 1), ("_u_ctx_u", S_CONTEXT_U, 1), ("_u_time", S_TIME, 1),
+    out = [("_u_ctx_j", S_CONTEXT_J, None), ("_u_ctx_u", S_CONTEXT_U, None), ("_u_time", S_TIME, None),
            ("_u_click", S_CLICK, K), ("_u_urand", S_UNIFORM_TARGET, K)]
     if len(world.base_weights) > 1:
-        out.append(("_u_choose", S_CHOOSE, 1))
+        out.append(("_u_choose", S_CHOOSE, None))
     if float(getattr(world.cfg, "partial_slates", 0.0)) > 0:
         out.append(("_u_held", S_HELD, 2))
     for b, base in enumerate(world.bases):
         out.append((f"_u_base{b}", BASE_STREAM + 2 * b, K))
         if base.exploit is not None and base.epsilon < 1.0:
-            out.append((f"_u_coin{b}", BASE_STREAM + 2 * b + 1, 1))
+            out.append((f"_u_coin{b}", BASE_STREAM + 2 * b + 1, None))
     return out
 
 

@@ -67,14 +67,14 @@ def _hash_stages(world: World) -> list[tuple[str, list[str]]]:
     first, second, final = [], [], []
     for column, stream, count in draws(world):
         units = []
-        for j in range(count):
+        for j in range(count or 1):
             name = f"{column}_{j}"
             c = H.stream_keys(seed, stream, j)
             for L, r, _ in lanes:
                 first.append(f"{H.step_a(f'{r} ^ {c[L]}', L)} AS {name}_{L}a")
                 second.append(f"{H.step_b(f'{name}_{L}a', L)} AS {name}_{L}b")
             units.append(H.to_unit(H.fin(f"{name}_0b", 0), H.fin(f"{name}_1b", 1)))
-        final.append(f"{units[0] if count == 1 else 'array(' + ', '.join(units) + ')'} AS {column}")
+        final.append(f"{units[0] if count is None else 'array(' + ', '.join(units) + ')'} AS {column}")
     return stages + [("_h6", first), ("_h7", second), ("_h8", final)]
 
 
