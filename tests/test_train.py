@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from train_world import M, METHODS, NEW_AD, SCORE, config, make_world, pid, run_duckdb
+from train_world import M, METHODS, NEW_AD, SCORE, TRAIN, config, make_world, pid, run_duckdb
 
 
 @pytest.fixture(scope="module")
@@ -303,3 +303,159 @@ def test_cli_bad_windows_exit_2(tmp_path):
     code = main(["train", "--logs", str(tmp_path), "--from", "2026-01-01", "--to", "2026-01-01",
                  "--score-from", "2026-01-02", "--score-to", "2026-01-02", "--m", "0", "--out", str(tmp_path / "o")])
     assert code == 2
+
+
+# --- hostile contexts, huge contexts, data that cannot identify the ADCs (a small world: 2k events a day) ---------
+
+
+@pytest.fixture(scope="module")
+def small_world(tmp_path_factory) -> dict:
+    return make_world(str(tmp_path_factory.mktemp("train_small")), days=3, events_per_day=2000)
+
+
+def _rewrite_logs(world: dict, dst, fn) -> str:
+    """A copy of the small world's logs with ``fn(rows, day)`` applied to every file's rows (a list of dicts)."""
+    import glob
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    logs = os.path.join(str(dst), "logs")
+    shutil.copytree(os.path.join(world["gen"], "logs"), logs)
+    for f in sorted(glob.glob(os.path.join(logs, "dt=*", "*.parquet"))):
+        t = pq.read_table(f)
+        rows = t.to_pylist()
+        fn(rows, f.split("dt=")[1].split(os.sep)[0])
+        pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), f)
+    return logs
+
+
+def _small_config(logs: str, out, **kw):
+    from scavenger.policies.train import TrainConfig
+
+    args = dict(logs=logs, date_from=TRAIN[0], date_to=TRAIN[1], score_from=SCORE[0], score_to=SCORE[1],
+                out=str(out), method="both", m=M, adc="1,0.613,0.527,0.433", truth="none", estimate=False)
+    return TrainConfig(**{**args, **kw})
+
+
+def _train_args(logs: str, out, *extra) -> list:
+    return ["train", "--logs", logs, "--from", TRAIN[0], "--to", TRAIN[1], "--score-from", SCORE[0],
+            "--score-to", SCORE[1], "--out", str(out), "--engine", "duckdb", "--truth", "none", "--no-estimate",
+            *extra]
+
+
+def test_context_tokens_null_entries():
+    """A null context map comes from the engine as None, pandas NA or NaN: no entries, never a TypeError."""
+    from scavenger.policies.features import context_tokens, tokens_by_context
+
+    for null in (None, pd.NA, float("nan"), np.nan):
+        assert context_tokens(null, "#c|", "2") == []
+        assert context_tokens(null, "#c|", "full") == ["@#c|"]
+    assert context_tokens(["a=1", None, pd.NA, float("nan"), "b=2"], "k", "2") == ["a=1", "b=2", "a=1&b=2"]
+    assert context_tokens(np.array(["a=1", "b=2"], dtype=object), "k", "1") == ["a=1", "b=2"]
+    assert context_tokens(["a=1"], pd.NA, "full") == ["a=1", "@"]
+    frame = pd.DataFrame({"ctx_key": ["#a|", "#b|f=1"], "singles": pd.Series([pd.NA, ["f=1"]], dtype=object)})
+    assert tokens_by_context(frame, "2") == {"#a|": [], "#b|f=1": ["f=1"]}
+
+
+def test_train_null_context(small_world, tmp_path):
+    """Null context maps (the contract allows them) train and decide like contexts without features, with the
+    ADCs estimated (in process) and through the CLI (every context null, --adc numbers)."""
+    from scavenger.cli import main
+
+    def some_null(rows, day):
+        for i, r in enumerate(rows):
+            if i % 3 == 0:
+                r["context"] = None
+
+    logs = _rewrite_logs(small_world, tmp_path / "some", some_null)
+    summ = run_duckdb(_small_config(logs, tmp_path / "out", adc="estimate"))
+    assert summ["counts"]["train_events"] == 2 * small_world["events_per_day"]
+    assert all(p["events_decided"] == small_world["events_per_day"] for p in summ["policies"].values())
+    assert summ["counts"]["train_rows_pairs_capped"] == 0 and "warnings" not in summ
+
+    def all_null(rows, day):
+        for r in rows:
+            r["context"] = None
+
+    logs = _rewrite_logs(small_world, tmp_path / "all", all_null)
+    assert main(_train_args(logs, tmp_path / "out_all", "--adc", "1,0.6,0.5,0.4")) == 0
+    res = json.load(open(tmp_path / "out_all" / "result.json"))
+    assert res["status"] == "ok" and res["counts"]["score_events"] == small_world["events_per_day"]
+
+
+def test_context_tokens_pairs_capped():
+    """Pairs come from the first max_pair_keys entries only (a bounded number per context); a context within the
+    cap has every pair, as before."""
+    from scavenger.policies.features import PAIR_KEYS, capped_rows, context_tokens, pairs_capped
+
+    few = [f"k{j:02d}=v" for j in range(PAIR_KEYS)]
+    full = few + [f"{a}&{b}" for i, a in enumerate(few) for b in few[i + 1:]]
+    assert context_tokens(few, "k", "2") == full and not pairs_capped(few, "2")
+    many = [f"k{j:04d}=v" for j in range(3000)]
+    tokens = context_tokens(many, "k", "2")
+    assert len(tokens) == 3000 + PAIR_KEYS * (PAIR_KEYS - 1) // 2
+    assert tokens[:3000] == many and f"k0000=v&k{PAIR_KEYS - 1:04d}=v" in tokens
+    assert f"k0000=v&k{PAIR_KEYS:04d}=v" not in tokens
+    assert len(context_tokens(many, "k", "full", max_pair_keys=10)) == 3000 + 45 + 1
+    assert context_tokens(many, "k", "1") == many and not pairs_capped(many, "1")
+    frame = pd.DataFrame({"ctx_key": ["a", "b", "c"], "singles": [many, few, None], "n_rows": [7, 3, 2]})
+    assert capped_rows(frame, "2") == (7, 1) and capped_rows(frame, "1") == (0, 0)
+
+
+def test_train_big_context_bounded(small_world, tmp_path):
+    """One training row and one scoring row with 600 context entries: the pairs of interactions 2 are those of the
+    first 64 entries (2016, not 179,700 per context, each crossed with the ads), counted and warned about."""
+    from scavenger.policies.regression import PoissonModel
+
+    def big(rows, day):
+        rows[0]["context"] = [(f"k{j:03d}", f"v{j % 5}") for j in range(600)]
+
+    logs = _rewrite_logs(small_world, tmp_path / "big", big)
+    summ = run_duckdb(_small_config(logs, tmp_path / "out"))
+    c = summ["counts"]
+    assert (c["train_rows_pairs_capped"], c["train_contexts_pairs_capped"]) == (2, 2)       # one per training day
+    assert (c["score_rows_pairs_capped"], c["score_contexts_pairs_capped"]) == (1, 1)
+    assert summ["max_pair_keys"] == 64 and "first 64 entries" in summ["warnings"][0]
+    model = PoissonModel.load(os.path.join(tmp_path, "out", "model", "regression"))
+    assert model.info["n_features"] < 30_000             # without the cap: over a million ad x pair tokens
+    assert any(t.endswith("&k063=v3") for t in model.vocabulary)
+    assert not any("&k064=" in t or "&k599=" in t for t in model.vocabulary)
+    assert any(t.endswith("|k599=v4") for t in model.vocabulary)      # every entry still a single token
+    meta = json.load(open(os.path.join(tmp_path, "out", "model", "regression", "model.json")))
+    assert meta["max_pair_keys"] == 64 and meta["config"]["max_pair_keys"] == 64
+
+
+def test_cli_max_pair_keys_flag(small_world, tmp_path):
+    from scavenger.cli import main
+
+    logs = os.path.join(small_world["gen"], "logs")
+    assert main(_train_args(logs, tmp_path / "o", "--max-pair-keys", "0")) == 2
+
+
+def test_train_adc_not_identified_is_a_data_check(small_world, tmp_path, capsys):
+    """Logs whose rewards are all 0 cannot identify the ADCs: exit 3 (a data check), with the advice; so does a
+    stored ADC table whose coefficients are not identified. A table without ADC rows is the wrong file: exit 2."""
+    from scavenger.cli import main
+
+    def no_clicks(rows, day):
+        for r in rows:
+            for s in r["slots"] or []:
+                s["reward"] = 0.0
+
+    logs = _rewrite_logs(small_world, tmp_path / "zero", no_clicks)
+    assert main(_train_args(logs, tmp_path / "o1")) == 3
+    err = capsys.readouterr().err
+    assert "cannot estimate ADCs from the training logs" in err and "pass --adc numbers" in err
+    assert json.load(open(tmp_path / "o1" / "result.json"))["exit_code"] == 3
+    table = tmp_path / "adc.parquet"
+    pd.DataFrame({"position": [1, 2, 3, 4], "method": "heuristic", "coefficient": [1.0, np.nan, np.nan, np.nan],
+                  "identified": [True, False, False, False],
+                  "reason": [None] + ["not identifiable: no clicks at position 1"] * 3}).to_parquet(table)
+    good = os.path.join(small_world["gen"], "logs")
+    assert main(_train_args(good, tmp_path / "o2", "--adc", str(table))) == 3
+    assert "not identifiable" in capsys.readouterr().err
+    bad = tmp_path / "bad.parquet"
+    pd.DataFrame({"position": [None, 1.5], "method": ["x", None], "coefficient": ["a", "1"]}).to_parquet(bad)
+    assert main(_train_args(good, tmp_path / "o3", "--adc", str(bad))) == 2

@@ -23,6 +23,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--interactions", default="2", choices=["1", "2", "full"],
                         help="context features crossed with the ad: 1 single features, 2 also pairs, full also "
                              "the context key")
+    parser.add_argument("--max-pair-keys", type=int, default=None,
+                        help="interactions 2/full: only the first N entries of a context (in key order) form pairs, "
+                             "so a row's cost is bounded (default 64); rows with more are counted in result.json "
+                             "(counts train_rows_pairs_capped, score_rows_pairs_capped) and warned about")
     parser.add_argument("--reg-param", type=float, default=1e-4, help="L2 regularisation of the learners")
     parser.add_argument("--max-iter", type=int, default=25, help="Newton iterations of the regression (Poisson GLM)")
     parser.add_argument("--truth", default="auto",
@@ -44,13 +48,16 @@ def add_arguments(parser) -> None:
 
 def prepare(args, ctx):
     """Every check a user can fail, before an engine starts (exit 2)."""
+    from ..policies.features import PAIR_KEYS
     from ..policies.train import TrainConfig, prepare as describe
 
     cfg = TrainConfig(logs=args.logs, date_from=args.date_from, date_to=args.date_to, score_from=args.score_from,
                       score_to=args.score_to, out=args.out, method=args.method, m=args.m, adc=args.adc,
                       adc_method=args.adc_method, eligibility=args.eligibility, seed=args.seed,
-                      interactions=args.interactions, reg_param=args.reg_param, max_iter=args.max_iter,
-                      truth=args.truth, estimate=not args.no_estimate, dedup=args.dedup)
+                      interactions=args.interactions,
+                      max_pair_keys=PAIR_KEYS if args.max_pair_keys is None else args.max_pair_keys,
+                      reg_param=args.reg_param, max_iter=args.max_iter, truth=args.truth,
+                      estimate=not args.no_estimate, dedup=args.dedup)
     inputs = describe(cfg)
     if cfg.adc not in (None, "", "estimate"):
         from ..policies.features import is_adc_table, parse_adc_numbers

@@ -5,9 +5,21 @@ unit of context is the pair, keyed by ``ctx_key`` (``statements.ctx_key_sql``: t
 as text), so that two events with the same id but other features (the OBD's campaign id and user features) are
 scored apart. Tokens of x (strings, one-hot with binary counts over a sorted vocabulary):
   interactions 1:     "k=v" for every entry (sorted by key);
-  interactions 2:     also "k1=v1&k2=v2" for every pair of entries;
+  interactions 2:     also "k1=v1&k2=v2" for every pair of entries among the context's first ``max_pair_keys``
+                      entries (default ``PAIR_KEYS`` = 64, ``--max-pair-keys``);
   interactions full:  also "@<ctx_key>" (one indicator per distinct context: a tabular model).
 The "k=v" tokens are built in SQL (``statements``), pairs and the rest here, on the few distinct contexts.
+A null ``context`` map (the contract allows it; it arrives as None, pandas NA or NaN) has no entries, and a null
+entry is skipped: such a context has only the ad tokens (and its "@<ctx_key>").
+
+Bounded work per row. Pairs grow with the square of a context's entries (one 4,000-key map: 8 million pair
+tokens, crossed with every ad), so only the first ``max_pair_keys`` entries in key order form pairs: at most
+max_pair_keys (max_pair_keys - 1) / 2 pairs per context, whatever a row holds; every entry still gives its "k=v"
+token (linear in the row). Deterministic, and the same on both engines (the entries come sorted by key from SQL);
+contexts within the cap (all normal data) get exactly the tokens they always had. The rows and contexts whose
+pairs were capped are counted (``capped_rows``; result.json counts ``train_rows_pairs_capped``,
+``train_contexts_pairs_capped``, ``score_rows_pairs_capped``, ``score_contexts_pairs_capped``) and named in a
+warning of the run summary.
 
 The regression reduction crosses every context token with the ad ("ad=<a>" plus "ad=<a>|<token>"); the
 cost-sensitive classifier uses the context tokens alone (the class is the ad).
@@ -23,29 +35,88 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
-from ..errors import UsageError
+from ..errors import DataCheckFailed, UsageError
 
 INTERACTIONS = ("1", "2", "full")
+PAIR_KEYS = 64          # default --max-pair-keys: entries of a context that form pair tokens (module docstring)
 
 
-def context_tokens(singles, key: str, interactions: str = "2") -> list[str]:
-    """Tokens of one context from its "k=v" entries (in key order) and its ctx_key (module docstring)."""
+def _is_null(value) -> bool:
+    """None, pandas NA/NaT, float NaN (a scalar; lists and arrays are not null)."""
+    if value is None:
+        return True
+    if not pd.api.types.is_scalar(value):
+        return False
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def entries(singles) -> list[str]:
+    """The "k=v" entries of one context as text, in their order: a null map (None, NA, NaN) has none, a null entry
+    is skipped."""
+    if _is_null(singles):
+        return []
+    if isinstance(singles, (str, bytes)):
+        singles = [singles]
+    out = []
+    for s in singles:
+        if _is_null(s):
+            continue
+        out.append(s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s))
+    return out
+
+
+def check_pair_keys(max_pair_keys) -> int:
+    """--max-pair-keys as an int >= 1 (exit 2 otherwise)."""
+    try:
+        value = None if isinstance(max_pair_keys, bool) else int(max_pair_keys)
+    except (TypeError, ValueError, OverflowError):
+        value = None
+    if value is None or value < 1 or value != max_pair_keys:
+        raise UsageError(f"--max-pair-keys must be an integer >= 1; got {max_pair_keys!r}")
+    return value
+
+
+def context_tokens(singles, key: str, interactions: str = "2", max_pair_keys: int = PAIR_KEYS) -> list[str]:
+    """Tokens of one context from its "k=v" entries (in key order) and its ctx_key (module docstring); pairs only
+    among the first ``max_pair_keys`` entries."""
     if interactions not in INTERACTIONS:
         raise UsageError(f"--interactions must be one of {', '.join(INTERACTIONS)}; got {interactions!r}")
-    singles = [str(s) for s in (singles if singles is not None else [])]
+    singles = entries(singles)
     tokens = list(singles)
     if interactions in ("2", "full"):
-        tokens += [f"{a}&{b}" for i, a in enumerate(singles) for b in singles[i + 1:]]
+        paired = singles[:max(int(max_pair_keys), 0)]
+        tokens += [f"{a}&{b}" for i, a in enumerate(paired) for b in paired[i + 1:]]
     if interactions == "full":
-        tokens.append(f"@{key}")
+        tokens.append(f"@{'' if _is_null(key) else key}")
     return tokens
 
 
-def tokens_by_context(contexts, interactions: str) -> dict:
+def pairs_capped(singles, interactions: str, max_pair_keys: int = PAIR_KEYS) -> bool:
+    """Whether ``context_tokens`` left some of this context's entries out of its pairs."""
+    return interactions in ("2", "full") and len(entries(singles)) > int(max_pair_keys)
+
+
+def tokens_by_context(contexts, interactions: str, max_pair_keys: int = PAIR_KEYS) -> dict:
     """{ctx_key: tokens} from a fetched contexts frame (ctx_key, singles)."""
-    return {k: context_tokens(s, k, interactions) for k, s in zip(contexts["ctx_key"], contexts["singles"])}
+    return {k: context_tokens(s, k, interactions, max_pair_keys)
+            for k, s in zip(contexts["ctx_key"], contexts["singles"])}
+
+
+def capped_rows(contexts, interactions: str, max_pair_keys: int = PAIR_KEYS) -> tuple[int, int]:
+    """(rows, contexts) of a fetched contexts frame (ctx_key, singles, n_rows) whose pairs were capped."""
+    rows = ctxs = 0
+    n_rows = contexts["n_rows"] if "n_rows" in contexts else [1] * len(contexts)
+    for s, n in zip(contexts["singles"], n_rows):
+        if pairs_capped(s, interactions, max_pair_keys):
+            ctxs += 1
+            rows += 0 if _is_null(n) else int(n)
+    return rows, ctxs
 
 
 def ad_cross_tokens(ad: str, tokens: list[str]) -> list[str]:
@@ -90,12 +161,44 @@ def is_adc_table(spec: str) -> bool:
     return "://" in spec or fs.exists(spec)
 
 
+MAX_ADC_POSITIONS = 10_000     # a stored ADC table naming a larger position is not an ADC table
+
+
+def _table_vector(table, spec: str, method: str) -> tuple[np.ndarray, str]:
+    """C_1..C_K and the method used from a stored ADC table (``method`` when the table has it, else its first).
+    A table without usable rows is the wrong file (exit 2); coefficients the data could not identify (null, as
+    ``scavenger adc`` writes them) or non-positive ones are a data condition (exit 3)."""
+    from ..estimators.adc import adc_vector
+
+    frame = pd.DataFrame({"method": table["method"].map(lambda m: None if _is_null(m) else str(m)),
+                          "position": pd.to_numeric(table["position"], errors="coerce"),
+                          "coefficient": pd.to_numeric(table["coefficient"], errors="coerce")})
+    pos = frame["position"]
+    frame = frame[frame["method"].notna() & np.isfinite(pos) & (pos >= 1) & (pos == np.floor(pos))]
+    methods = list(dict.fromkeys(frame["method"]))
+    if not methods:
+        raise UsageError(f"--adc table {spec} holds no ADC rows (position >= 1, method, coefficient)")
+    pick = method if method in methods else methods[0]
+    sub = frame[frame["method"] == pick]
+    if sub["position"].max() > MAX_ADC_POSITIONS:
+        raise UsageError(f"--adc table {spec} names position {sub['position'].max():.0f}: more than "
+                         f"{MAX_ADC_POSITIONS} positions is not an ADC table")
+    C = adc_vector(sub.assign(position=sub["position"].astype("int64")), pick)
+    if not np.all(np.isfinite(C)) or np.any(C <= 0):
+        reasons = [str(r) for r in table.loc[sub.index, "reason"].dropna().unique()] \
+            if "reason" in table.columns else []
+        raise DataCheckFailed(f"--adc table {spec} has missing or non-positive coefficients for method {pick}: "
+                              f"{np.round(C, 4).tolist()}" + (f" ({reasons[0]})" if reasons else "")
+                              + "; pass --adc numbers or a table estimated from ranked logs")
+    return np.asarray(C, dtype=float), pick
+
+
 def resolve_adc(engine, spec: str, inputs, method: str = "heuristic") -> tuple[np.ndarray, str]:
     """(C_1..C_K, source) from numbers, a stored ADC table (``scavenger adc`` output: position, method,
     coefficient), or 'estimate': the alpha-weighted ADCs of the training window (``inputs``: pipelines.common
-    Inputs of that window), through the statistics pass and ``estimate.resolve_adc`` as ``evaluate`` does."""
+    Inputs of that window), through the statistics pass and ``estimate.resolve_adc`` as ``evaluate`` does.
+    Logs (or a table) that cannot identify the ADCs are a data condition: DataCheckFailed (exit 3)."""
     from .. import estimate as E
-    from ..estimators.adc import adc_vector
 
     if spec in (None, "", "estimate"):
         from ..pipelines.common import GateConfig, run_window
@@ -105,14 +208,10 @@ def resolve_adc(engine, spec: str, inputs, method: str = "heuristic") -> tuple[n
         ctx = E.Context(options=SimpleNamespace(adc="estimate", adc_method=method, level=0.95, dcg_base=2.0))
         E.resolve_adc(window.stats, ctx)
         if ctx.C is None:
-            raise UsageError(f"cannot estimate ADCs from the training logs ({ctx.adc_reason}); pass --adc numbers")
+            raise DataCheckFailed(f"cannot estimate ADCs from the training logs ({ctx.adc_reason}); "
+                                  f"pass --adc numbers")
         return np.asarray(ctx.C, dtype=float), f"estimate:{method}"
     if is_adc_table(spec):
-        table = E.read_adc_table(spec)
-        methods = [str(x) for x in table["method"].dropna().unique()]
-        pick = method if method in methods else methods[0]
-        C = adc_vector(table[table["method"] == pick], pick)
-        if not np.all(np.isfinite(C)) or np.any(C <= 0):
-            raise UsageError(f"--adc table {spec} has missing or non-positive coefficients: {list(C)}")
-        return np.asarray(C, dtype=float), f"table:{spec}:{pick}"
+        C, pick = _table_vector(E.read_adc_table(spec), spec, method)
+        return C, f"table:{spec}:{pick}"
     return parse_adc_numbers(spec), "numbers"

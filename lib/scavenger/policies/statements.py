@@ -82,9 +82,11 @@ GROUP BY ctx_key, ad_id, position"""
 
 
 def contexts(logs: str) -> str:
-    """The distinct contexts of a window: ctx_key, context_id, singles ("k=v" entries in key order)."""
+    """The distinct contexts of a window: ctx_key, context_id, singles ("k=v" entries in key order; NULL for a null
+    map), n_rows (the window's rows with that context). Only the entries are built here (linear in the map); the
+    pairs of ``interactions 2`` are built in ``features``, bounded per context (``max_pair_keys``)."""
     return f"""
-SELECT ctx_key, first(context_id) AS context_id, first(singles) AS singles
+SELECT ctx_key, first(context_id) AS context_id, first(singles) AS singles, CAST(count(1) AS BIGINT) AS n_rows
 FROM (SELECT {ctx_key_sql()} AS ctx_key, context_id, {singles_sql()} AS singles FROM {logs}) c
 GROUP BY ctx_key"""
 

@@ -20,7 +20,7 @@ from . import cost_sensitive as cs
 from . import eligibility as el
 from . import regression as rg
 from . import statements as S
-from .features import tokens_by_context
+from .features import capped_rows, tokens_by_context
 from .learning import aggregated
 
 
@@ -41,6 +41,7 @@ class Scoring:
     ads: pd.DataFrame          # ad_id, known: the ads scored (eligible ads, or the training ads)
     level: str | None          # eligibility level, or None
     n_events: int
+    capped: tuple = (0, 0)     # (rows, contexts) whose pair tokens were capped (features.capped_rows)
     scores: dict = field(default_factory=dict)   # policy_id -> score frame (regression)
 
 
@@ -62,7 +63,9 @@ def training_data(engine, cfg, logs, C: np.ndarray) -> Training:
               "train_slots_without_adc": int(c["no_adc"] or 0),
               "train_slots_null_reward": int(c["null_reward"] or 0),
               "train_slots_without_propensity": int(agg["n_no_propensity"].sum())}
-    return Training(agg, tokens_by_context(contexts, cfg.interactions), counts)
+    counts["train_rows_pairs_capped"], counts["train_contexts_pairs_capped"] = \
+        capped_rows(contexts, cfg.interactions, cfg.max_pair_keys)
+    return Training(agg, tokens_by_context(contexts, cfg.interactions, cfg.max_pair_keys), counts)
 
 
 def scoring_window(engine, cfg, logs, eligibility, data: Training) -> Scoring:
@@ -74,8 +77,9 @@ def scoring_window(engine, cfg, logs, eligibility, data: Training) -> Scoring:
     if not n_events:
         raise DataCheckFailed(f"no events to decide for in {cfg.score_from}..{cfg.score_to}")
     contexts = engine.fetch(S.contexts("tr_sc_logs"), "score_contexts").sort_values("ctx_key", kind="mergesort")
-    tokens = tokens_by_context(contexts, cfg.interactions)
+    tokens = tokens_by_context(contexts, cfg.interactions, cfg.max_pair_keys)
     contexts = contexts.assign(tokens=[tokens[k] for k in contexts["ctx_key"]]).reset_index(drop=True)
+    capped = capped_rows(contexts, cfg.interactions, cfg.max_pair_keys)
     train_ads = sorted(data.agg["ad_id"].unique())
     level = None
     if eligibility is not None:
@@ -88,7 +92,7 @@ def scoring_window(engine, cfg, logs, eligibility, data: Training) -> Scoring:
         raise DataCheckFailed(f"no eligible ad in {eligibility.name}: nothing to choose from")
     engine.register_frame("tr_ads", ads[["ad_id"]])
     engine.materialize("tr_cands", el.candidates("tr_sc_events", "tr_ads", "tr_elig" if level else None, level))
-    return Scoring(contexts, ads, level, n_events)
+    return Scoring(contexts, ads, level, n_events, capped)
 
 
 def policy_id(name: str, cfg) -> str:
@@ -98,6 +102,7 @@ def policy_id(name: str, cfg) -> str:
 def _meta(cfg, method: str, pids: list, C, adc_source: str, counts: dict) -> dict:
     return {"method": method, "policy_id": pids[0], "policy_ids": pids, "m": int(cfg.m), "seed": cfg.seed,
             "adc": [float(c) for c in C], "adc_source": adc_source, "interactions": cfg.interactions,
+            "max_pair_keys": int(cfg.max_pair_keys),
             "config": {k: v for k, v in asdict(cfg).items() if k != "extra"}, "counts": counts}
 
 

@@ -39,6 +39,7 @@ class TrainConfig:
     eligibility: str | None = None
     seed: int = 0
     interactions: str = "2"
+    max_pair_keys: int = fe.PAIR_KEYS  # interactions 2/full: entries of a context that form pairs (features)
     reg_param: float = 1e-4
     max_iter: int = 25
     truth: str | None = None          # generator truth dir ('auto': <logs>/../truth when it exists; 'none': off)
@@ -71,6 +72,7 @@ class TrainConfig:
             raise UsageError(f"--dedup must be random, next_best or both; got {self.dedup!r}")
         if self.interactions not in fe.INTERACTIONS:
             raise UsageError(f"--interactions must be one of {', '.join(fe.INTERACTIONS)}")
+        self.max_pair_keys = fe.check_pair_keys(self.max_pair_keys)
         if self.adc in (None, "", "estimate") and self.adc_method not in ADC_METHODS:
             raise UsageError(f"--adc-method must be one of {', '.join(ADC_METHODS)}; got {self.adc_method!r}")
         if not self.reg_param >= 0 or int(self.max_iter) < 1:
@@ -125,13 +127,18 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
     data = steps.training_data(engine, cfg, inputs.logs, C)
     sc = steps.scoring_window(engine, cfg, inputs.logs, inputs.eligibility, data)
     counts = {**data.counts, "score_events": sc.n_events, "score_contexts": int(len(sc.contexts)),
+              "score_rows_pairs_capped": int(sc.capped[0]), "score_contexts_pairs_capped": int(sc.capped[1]),
               "eligible_ads_unseen_in_training": int((~sc.ads["known"].astype(bool)).sum())}
     decided = [d for method in cfg.methods() for d in steps.decide(engine, cfg, method, data, sc, C, adc_source)]
     written = steps.write_decisions(engine, cfg, decided, sc.n_events)
     summary = {"engine": engine.info.to_dict(), "train_window": [cfg.date_from, cfg.date_to],
                "score_window": [cfg.score_from, cfg.score_to], "m": int(cfg.m), "adc": [float(c) for c in C],
                "adc_source": adc_source, "adc_method": cfg.adc_method, "interactions": cfg.interactions,
+               "max_pair_keys": int(cfg.max_pair_keys),
                "eligibility": {"source": cfg.eligibility, "level": sc.level}, **written}
+    capped = _capped_warning(cfg, counts)
+    if capped:
+        summary["warnings"] = [capped]
     if truth_dir:
         _judge_truth(engine, cfg, summary, truth_dir, sc)
     if cfg.estimate:
@@ -147,6 +154,17 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
         result.outputs.update({"decisions": written["decisions_path"], "model": os.path.join(str(cfg.out), "model"),
                                "decision_notes": os.path.join(str(cfg.out), "decision_notes")})
     return summary
+
+
+def _capped_warning(cfg: TrainConfig, counts: dict) -> str | None:
+    """The run summary's warning when some contexts had more entries than --max-pair-keys (features docstring)."""
+    tr, sc = counts.get("train_rows_pairs_capped", 0), counts.get("score_rows_pairs_capped", 0)
+    if not (tr or sc):
+        return None
+    return (f"{tr} training and {sc} scoring rows ({counts.get('train_contexts_pairs_capped', 0)} and "
+            f"{counts.get('score_contexts_pairs_capped', 0)} distinct contexts) have more than {cfg.max_pair_keys} "
+            f"context entries: their pair interactions use the first {cfg.max_pair_keys} entries in key order "
+            f"(--max-pair-keys)")
 
 
 def _judge_truth(engine, cfg: TrainConfig, summary: dict, truth_dir: str, sc) -> None:
