@@ -381,6 +381,23 @@ def test_no_row_vanishes_between_the_directories_and_the_counts(tmp_path, capsys
     assert pq.read_table(tmp_path / "qout" / "quarantine" / "logs").num_rows == 1
 
 
+def test_context_map_holding_a_key_twice_is_a_data_check(tmp_path):
+    """A context map with one key twice in a row (pyarrow writes it without complaint): DuckDB's Parquet reader
+    refuses the whole file, so the run is a failed data check naming the fix (exit 3), not an internal error."""
+    build(tmp_path, per_day=50)
+
+    def twice(t):
+        ctx = t.column("context").to_pylist()
+        ctx[0] = [("f", "a"), ("f", "b")]
+        return t.set_column(t.schema.get_field_index("context"), "context", pa.array(ctx, t.schema.field("context").type))
+
+    _rewrite(tmp_path / "logs" / "dt=2026-01-01", twice)
+    assert main(["evaluate", "--logs", str(tmp_path / "logs"), "--decisions", str(tmp_path / "decisions"),
+                 "--engine", "duckdb", "--out", str(tmp_path / "out")]) == 3
+    res = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert "holds the same key twice" in res["message"] and "--engine spark" in res["message"]
+
+
 # ---- 5. every ending recorded ------------------------------------------------------------------------------------
 def _start(argv, out: Path, run_id: str):
     p = subprocess.Popen([str(SCAVENGER), *argv, "--out", str(out), "--run-id", run_id], stdout=subprocess.PIPE,

@@ -346,6 +346,11 @@ def _classify(exc: BaseException, before_run: bool = False) -> tuple[int, str, s
         where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
         return errors.EXIT_USAGE, "bad_arguments", _bounded(f"cannot read or write a path given: {where} (check "
                                                             f"the path and its permissions)")
+    if "Map keys must be unique" in str(exc) and type(exc).__module__.startswith(("duckdb", "_duckdb")):
+        return errors.EXIT_DATA_CHECK, "data_check_failed", _bounded(
+            "a map column of the input (context) holds the same key twice in one row, which DuckDB's Parquet "
+            "reader refuses for the whole file: write each key once per row (the writer's map builder), or run "
+            "with --engine spark")
     if before_run and isinstance(exc, UnicodeError):
         return errors.EXIT_USAGE, "bad_arguments", _bounded(f"a path or value given is not valid UTF-8: {exc}")
     return errors.EXIT_INTERNAL, "internal_error", f"{type(exc).__name__}: {_one_line(exc)}"
