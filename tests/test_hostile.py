@@ -389,7 +389,8 @@ def test_context_map_holding_a_key_twice_is_a_data_check(tmp_path):
     def twice(t):
         ctx = t.column("context").to_pylist()
         ctx[0] = [("f", "a"), ("f", "b")]
-        return t.set_column(t.schema.get_field_index("context"), "context", pa.array(ctx, t.schema.field("context").type))
+        typ = t.schema.field("context").type
+        return t.set_column(t.schema.get_field_index("context"), "context", pa.array(ctx, typ))
 
     _rewrite(tmp_path / "logs" / "dt=2026-01-01", twice)
     assert main(["evaluate", "--logs", str(tmp_path / "logs"), "--decisions", str(tmp_path / "decisions"),
