@@ -75,8 +75,8 @@ class TrainConfig:
         self.max_pair_keys = fe.check_pair_keys(self.max_pair_keys)
         if self.adc in (None, "", "estimate") and self.adc_method not in ADC_METHODS:
             raise UsageError(f"--adc-method must be one of {', '.join(ADC_METHODS)}; got {self.adc_method!r}")
-        if not self.reg_param >= 0 or int(self.max_iter) < 1:
-            raise UsageError("--reg-param must be >= 0 and --max-iter >= 1")
+        if not 0 <= self.reg_param < float("inf") or int(self.max_iter) < 1:
+            raise UsageError("--reg-param must be a finite number >= 0 and --max-iter >= 1")
 
 
 @dataclass
