@@ -90,6 +90,10 @@ def scoring_window(engine, cfg, logs, eligibility, data: Training) -> Scoring:
         ads = pd.DataFrame({"ad_id": train_ads, "known": True})
     if not len(ads):
         raise DataCheckFailed(f"no eligible ad in {eligibility.name}: nothing to choose from")
+    if int(cfg.m) > len(ads):
+        raise DataCheckFailed(f"--m {cfg.m}: only {len(ads)} distinct ads can be chosen from (the training window's"
+                              f"{' eligible' if eligibility is not None else ''} ads), fewer than m per event; "
+                              f"lower --m to at most {len(ads)}")
     engine.register_frame("tr_ads", ads[["ad_id"]])
     engine.materialize("tr_cands", el.candidates("tr_sc_events", "tr_ads", "tr_elig" if level else None, level))
     return Scoring(contexts, ads, level, n_events, capped)
