@@ -435,6 +435,8 @@ def test_cli_max_pair_keys_flag(small_world, tmp_path):
     for bad in ("inf", "nan", "-1"):        # inf reached the Newton solver: exit 1
         assert main(_train_args(logs, tmp_path / "o", "--reg-param", bad)) == 2
     assert main(_train_args(logs, tmp_path / "o", "--m", "100000")) == 3   # more than the ads: exit 1 after fitting
+    (tmp_path / "elig.csv").write_text("event_id,ad_id\ne1,a1\n")
+    assert main(_train_args(logs, tmp_path / "o", "--eligibility", str(tmp_path / "elig.csv"))) == 2
 
 
 def test_train_adc_not_identified_is_a_data_check(small_world, tmp_path, capsys):

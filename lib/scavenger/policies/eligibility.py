@@ -40,7 +40,28 @@ def source(text: str | None):
         return sources.Source(kind="table", name=text, obj=text)
     if not fs.exists(text):
         raise UsageError(f"--eligibility: no such table or path: {text}")
+    _check_parquet(text)
     return sources.Source(kind="files", name="--eligibility", uri=fs.normalize(text))
+
+
+def _check_parquet(text: str) -> None:
+    """Every data file of the eligibility path is Parquet (footers only): a CSV or a stray file is exit 2 naming
+    it, before any engine starts (DuckDB stopped with exit 1 on it)."""
+    import pyarrow.parquet as pq
+
+    from ..io import fs
+
+    files = [f[0] for f in fs.data_files(fs.normalize(text))]
+    if not files:
+        raise UsageError(f"--eligibility {text}: no Parquet files there")
+    for uri in files:
+        loc = fs.resolve(uri)
+        try:
+            pq.read_schema(loc.path, filesystem=loc.fs)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid/OSError for non-Parquet files
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UsageError(f"--eligibility: {uri} is not a readable Parquet file ({first}); give a Parquet "
+                             f"table of (event_id or dt, ad_id)") from None
 
 
 def read_eligibility(engine, src, name: str = "tr_elig") -> str:
