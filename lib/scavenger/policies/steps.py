@@ -65,6 +65,12 @@ def training_data(engine, cfg, logs, C: np.ndarray) -> Training:
               "train_slots_without_propensity": int(agg["n_no_propensity"].sum())}
     counts["train_rows_pairs_capped"], counts["train_contexts_pairs_capped"] = \
         capped_rows(contexts, cfg.interactions, cfg.max_pair_keys)
+    if counts["train_slots_without_adc"]:
+        from ..progress import note
+
+        note(f"{counts['train_slots_without_adc']:,} of {counts['train_slots']:,} training slots sit at positions "
+             f"beyond the {len(C)} ADC(s) given and were left out (train_slots_without_adc in result.json): give "
+             f"one ADC per logged position to use them")
     return Training(agg, tokens_by_context(contexts, cfg.interactions, cfg.max_pair_keys), counts)
 
 
