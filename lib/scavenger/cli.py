@@ -210,12 +210,7 @@ def _refused(module, result, out, exc, debug) -> int:
     boundary; result.json is written only into an --out that already exists and passed its checks (``out`` None
     otherwise: a refused run creates nothing, and never writes into an input)."""
     code, result.status, result.message = _classify(exc, before_run=True)
-    print(f"scavenger {module.NAME}: {'error' if code != errors.EXIT_INTERNAL else 'internal error'}: "
-          f"{_one_line(result.message)}", file=sys.stderr)
-    if debug:
-        traceback.print_exc()
-    elif code == errors.EXIT_INTERNAL:
-        print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
+    _say(module, code, _one_line(result.message), debug)
     result.exit_code = code
     try:
         from .io import fs
@@ -291,13 +286,18 @@ def _run(module, args, ctx, prepared, out, guard, debug) -> int:
             code = _interrupted(module, result, guard.signum)
         else:
             code, result.status, result.message = _classify(exc)
-            print(f"scavenger {module.NAME}: {'error' if code != errors.EXIT_INTERNAL else 'internal error'}: "
-                  f"{result.message}", file=sys.stderr)
-            if debug:
-                traceback.print_exc()
-            elif code == errors.EXIT_INTERNAL:
-                print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
+            _say(module, code, result.message, debug)
     return code
+
+
+def _say(module, code: int, message: str, debug: bool) -> None:
+    """The one stderr line of a job that ended with an error (the traceback with SCAVENGER_DEBUG=1)."""
+    print(f"scavenger {module.NAME}: {'error' if code != errors.EXIT_INTERNAL else 'internal error'}: {message}",
+          file=sys.stderr)
+    if debug:
+        traceback.print_exc()
+    elif code == errors.EXIT_INTERNAL:
+        print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
 
 
 def _record_counts(result, args, counts) -> None:

@@ -168,12 +168,8 @@ def check_out(uri: str, flag: str = "--out") -> str:
         if parent == probe:
             break
         probe = parent
-    import tempfile
-
     try:
-        fd, name = tempfile.mkstemp(prefix=".scavenger-probe-", dir=probe or ".")
-        os.close(fd)
-        os.unlink(name)
+        fs.probe_writable(probe or ".")
     except OSError as exc:
         raise UsageError(f"{flag} {uri}: cannot write there ({probe}: {exc.strerror or type(exc).__name__}); "
                          f"choose a writable directory") from None

@@ -93,9 +93,7 @@ def check_temp_setting(path: str, name: str = "SCAVENGER_DUCKDB_TEMP") -> str:
         raise UsageError(f"{name}={text}: {real} is on a kernel filesystem, not a directory for spill files")
     try:
         os.makedirs(text, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".scavenger-probe-", dir=text)
-        os.close(fd)
-        os.unlink(probe)
+        fs.probe_writable(text)
     except OSError as exc:
         raise UsageError(f"{name}={text}: cannot create and write spill files there "
                          f"({exc.strerror or type(exc).__name__}); expected a writable directory") from None

@@ -226,3 +226,12 @@ def check_writable(uri: str, flag: str = "--out") -> str:
         if os.path.isfile(probe) or not os.access(probe, os.W_OK):
             raise UsageError(f"{flag} {uri}: cannot create it ({probe} is not a writable directory)")
     return normalize(uri)
+
+
+def probe_writable(directory: str) -> None:
+    """Create and delete a hidden file in local ``directory``: OSError when files cannot be written there."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix=".scavenger-probe-", dir=directory)
+    os.close(fd)
+    os.unlink(name)
