@@ -46,7 +46,7 @@ def prepare(args, ctx):
     first): the flags, --out writable, and --out not one of the input directories (a report written into an
     evaluate --out would replace that run's result.json and manifest, then refuse to read it)."""
     from ..io import fs
-    from ..report.inputs import check_out, input_dirs
+    from ..report.checks import check_out, input_dirs
 
     if not any([args.adc, args.estimates, args.validation, args.history, args.root]):
         raise UsageError("report needs at least one of --adc, --estimates, --validation, --history, --root")
