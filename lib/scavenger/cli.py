@@ -227,14 +227,13 @@ def _refused(module, result, out, exc, debug) -> int:
 def _own_or_no_record(out: str, job: str) -> bool:
     """Does ``out`` hold no result.json, or one of this job? A refused run never replaces another job's record
     (``report --out X --estimates X`` would have overwritten the evaluate run it was asked to read)."""
-    import json
+    from .io import fs
 
     path = os.path.join(out, "result.json")
     if not os.path.exists(path):
         return True
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh).get("job") == job
+        return fs.read_json(path).get("job") == job
     except (OSError, ValueError, AttributeError):
         return False
 

@@ -130,30 +130,9 @@ def _check_adc_method(adc: str, method: str) -> None:
     held = sorted(str(m) for m in table["method"].dropna().unique())
     if method not in held:
         raise UsageError(f"--adc-method {method!r}: the ADC table {adc} holds the method(s) {', '.join(held)}")
-    _check_adc_rows(adc, method, table[table["method"].astype(str) == method])
+    from ..estimators.adc import check_adc_method_rows
 
-
-def _check_adc_rows(adc: str, method: str, rows) -> None:
-    """The stored ADC row of ``method``: one positive finite coefficient per position 1..n (exit 2 naming the table
-    and the problem; a table of unreadable values is estimate/adc.py's to refuse)."""
-    import numpy as np
-    import pandas as pd
-
-    from ..errors import UsageError
-
-    pos = pd.to_numeric(rows["position"], errors="coerce")
-    coef = pd.to_numeric(rows["coefficient"], errors="coerce").astype(float)
-    where = f"--adc {adc} (method {method})"
-    if pos.isna().any() or not (pos == pos.round()).all():
-        return                                     # positions that are not numbers: refused where it is read
-    bad = rows[~np.isfinite(coef.to_numpy()) | (coef.to_numpy() <= 0)]
-    if len(bad):
-        shown = ", ".join(f"C_{p}={c}" for p, c in zip(bad["position"].head(3), bad["coefficient"].head(3)))
-        raise UsageError(f"{where}: {len(bad)} coefficient(s) missing, not finite or not positive ({shown}); "
-                         f"every C_k must be a positive number")
-    have = sorted(int(p) for p in pos)
-    if not have or have != list(range(1, len(have) + 1)):
-        raise UsageError(f"{where}: positions must be 1..n, each once; the table holds {have[:10]}")
+    check_adc_method_rows(adc, method, table[table["method"].astype(str) == method])
 
 
 def adc_table_positions(adc: str, method: str) -> int | None:

@@ -253,7 +253,7 @@ def check_adc_table(table: pd.DataFrame, spec: str) -> None:
     output) that no later step can read: a position that is not a whole number, a coefficient that is text, not a
     number, and C_1 other than 1 (adc_vector takes C_1 = 1). UsageError (exit 2) naming the file, the column and
     the first bad value. Missing, non-finite or non-positive coefficients and positions other than 1..n, each
-    once, are refused for the method used where it is chosen (commands/evaluate.py _check_adc_rows)."""
+    once, are refused for the method used where it is chosen (:func:`check_adc_method_rows`)."""
     from ..errors import UsageError
 
     def first(mask, column) -> str:
@@ -280,6 +280,26 @@ def check_adc_table(table: pd.DataFrame, spec: str) -> None:
     if not_one.any():
         raise UsageError(f"{where}: C_1 (position 1) is {first(not_one, 'coefficient')}: ADCs are relative to the "
                          f"top position, C_1 = 1; fix the table")
+
+
+def check_adc_method_rows(adc: str, method: str, rows) -> None:
+    """The stored ADC row of ``method``: one positive finite coefficient per position 1..n (exit 2 naming the table
+    and the problem; unreadable values are :func:`check_adc_table`'s to refuse)."""
+    from ..errors import UsageError
+
+    pos = pd.to_numeric(rows["position"], errors="coerce")
+    coef = pd.to_numeric(rows["coefficient"], errors="coerce").astype(float)
+    where = f"--adc {adc} (method {method})"
+    if pos.isna().any() or not (pos == pos.round()).all():
+        return                                     # positions that are not numbers: refused where it is read
+    bad = rows[~np.isfinite(coef.to_numpy()) | (coef.to_numpy() <= 0)]
+    if len(bad):
+        shown = ", ".join(f"C_{p}={c}" for p, c in zip(bad["position"].head(3), bad["coefficient"].head(3)))
+        raise UsageError(f"{where}: {len(bad)} coefficient(s) missing, not finite or not positive ({shown}); "
+                         f"every C_k must be a positive number")
+    have = sorted(int(p) for p in pos)
+    if not have or have != list(range(1, len(have) + 1)):
+        raise UsageError(f"{where}: positions must be 1..n, each once; the table holds {have[:10]}")
 
 
 def ranker_positions(ad_position: pd.DataFrame, tol: float = 0.1) -> list[int]:
