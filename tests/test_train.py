@@ -440,8 +440,9 @@ def test_cli_max_pair_keys_flag(small_world, tmp_path):
 
 
 def test_train_adc_not_identified_is_a_data_check(small_world, tmp_path, capsys):
-    """Logs whose rewards are all 0 cannot identify the ADCs: exit 3 (a data check), with the advice; so does a
-    stored ADC table whose coefficients are not identified. A table without ADC rows is the wrong file: exit 2."""
+    """Logs whose rewards are all 0 cannot identify the ADCs: exit 3 (a data check), with the advice. A stored ADC
+    table given with --adc is an argument, refused as evaluate refuses it (exit 2): coefficients its run did not
+    identify (with that run's reason), or no ADC rows at all."""
     from scavenger.cli import main
 
     def no_clicks(rows, day):
@@ -459,8 +460,15 @@ def test_train_adc_not_identified_is_a_data_check(small_world, tmp_path, capsys)
                   "identified": [True, False, False, False],
                   "reason": [None] + ["not identifiable: no clicks at position 1"] * 3}).to_parquet(table)
     good = os.path.join(small_world["gen"], "logs")
-    assert main(_train_args(good, tmp_path / "o2", "--adc", str(table))) == 3
-    assert "not identifiable" in capsys.readouterr().err
+    assert main(_train_args(good, tmp_path / "o2", "--adc", str(table))) == 2
+    err = capsys.readouterr().err
+    assert "not identifiable: no clicks at position 1" in err and "every C_k must be a positive number" in err
+    assert not (tmp_path / "o2" / "decisions").exists()           # refused before an engine started
     bad = tmp_path / "bad.parquet"
     pd.DataFrame({"position": [None, 1.5], "method": ["x", None], "coefficient": ["a", "1"]}).to_parquet(bad)
     assert main(_train_args(good, tmp_path / "o3", "--adc", str(bad))) == 2
+    naive = tmp_path / "naive.csv"          # another method than --adc-method's: named, never silently swapped
+    pd.DataFrame({"position": [1, 2, 3, 4], "method": "naive", "coefficient": [1.0, .6, .4, .3]}).to_csv(naive)
+    assert main(_train_args(good, tmp_path / "o4", "--adc", str(naive))) == 2
+    assert "--adc-method 'heuristic': the ADC table" in capsys.readouterr().err
+    assert main(_train_args(good, tmp_path / "o5", "--adc", str(naive), "--adc-method", "naive")) == 0

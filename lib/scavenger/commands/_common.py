@@ -8,8 +8,8 @@ import dataclasses
 import math
 
 from ..errors import UsageError
-from .checks import (MAX_SEED, check_days_fit, check_job_paths, check_out, check_out_outside_inputs,  # noqa: F401
-                     check_text_args, finite_number, parse_seed)
+from .checks import (MAX_SEED, check_adc_option, check_days_fit, check_job_paths, check_out,  # noqa: F401
+                     check_out_outside_inputs, check_text_args, finite_number, parse_seed)
 
 CALIBRATION_SCOPE_HELP = (
     "check e: scope within which logged propensities are compared with observed frequencies. auto (default): per "

@@ -168,3 +168,24 @@ def finite_number(value, flag: str, low: float | None = None, high: float | None
             f" >= {low:g}" if low is not None else f" <= {high:g}" if high is not None else ""
         raise UsageError(f"{flag} must be a finite number{span}; got {value}")
     return value
+
+
+def check_adc_option(adc: str | None, method: str, table=None) -> None:
+    """--adc with --adc-method, for evaluate and train alike (UsageError, exit 2): with estimated ADCs a method
+    ``scavenger adc`` estimates; with --adc PATH a readable ADC table that holds ``method`` with one positive
+    coefficient per position 1..n (``table``: that table, already read). ADC numbers (train's --adc 1,0.6,...) are
+    parsed where they are used."""
+    from ..estimators.adc import METHODS, check_adc_method_rows
+
+    if adc in (None, "", "estimate"):
+        if method not in METHODS:
+            raise UsageError(f"--adc-method must be one of {', '.join(METHODS)} when ADCs are estimated; got "
+                             f"{method!r}")
+        return
+    from ..estimate import read_adc_table
+
+    table = read_adc_table(adc) if table is None else table
+    held = sorted(str(m) for m in table["method"].dropna().unique())
+    if method not in held:
+        raise UsageError(f"--adc-method {method!r}: the ADC table {adc} holds the method(s) {', '.join(held)}")
+    check_adc_method_rows(adc, method, table[table["method"].astype(str) == method])

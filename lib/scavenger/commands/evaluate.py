@@ -45,7 +45,7 @@ def prepare(args, ctx):
     from ..statistics.reorder import parse_reorder_specs
 
     C.check_level(args)
-    _check_adc_method(args.adc, args.adc_method)
+    C.check_adc_option(args.adc, args.adc_method)
     estimators = registry.resolve(args.estimators) if args.estimators else None
     _check_numbers(args)
     reorder = _distinct_policies(args.reorder, parse_reorder_specs(args.reorder))
@@ -112,27 +112,6 @@ def run(args, ctx, prepared):
             print(f"scavenger evaluate: warning: {bound(w)}", file=sys.stderr)
     if ev.refused:
         raise DataCheckFailed("not identified from these data: " + "; ".join(ev.refused), verdicts=ev.verdicts)
-
-
-def _check_adc_method(adc: str, method: str) -> None:
-    """--adc-method names an estimated method, or (with --adc PATH) a method the stored table holds (exit 2)."""
-    from ..errors import UsageError
-    from ..estimators.adc import METHODS
-
-    if adc in (None, "", "estimate"):
-        if method not in METHODS:
-            raise UsageError(f"--adc-method must be one of {', '.join(METHODS)} when ADCs are estimated; got "
-                             f"{method!r}")
-        return
-    from ..estimate import read_adc_table
-
-    table = read_adc_table(adc)
-    held = sorted(str(m) for m in table["method"].dropna().unique())
-    if method not in held:
-        raise UsageError(f"--adc-method {method!r}: the ADC table {adc} holds the method(s) {', '.join(held)}")
-    from ..estimators.adc import check_adc_method_rows
-
-    check_adc_method_rows(adc, method, table[table["method"].astype(str) == method])
 
 
 def adc_table_positions(adc: str, method: str) -> int | None:

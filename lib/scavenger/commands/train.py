@@ -59,11 +59,13 @@ def prepare(args, ctx):
                       reg_param=args.reg_param, max_iter=args.max_iter, truth=args.truth,
                       estimate=not args.no_estimate, dedup=args.dedup)
     inputs = describe(cfg)
-    if cfg.adc not in (None, "", "estimate"):
-        from ..policies.features import is_adc_table, parse_adc_numbers
+    from ..policies.features import is_adc_table, parse_adc_numbers
+    from .checks import check_adc_option
 
-        if not is_adc_table(cfg.adc):
-            parse_adc_numbers(cfg.adc)
+    if cfg.adc in (None, "", "estimate") or is_adc_table(cfg.adc):
+        check_adc_option(cfg.adc, cfg.adc_method)     # as evaluate: a bad table or method is exit 2
+    else:
+        parse_adc_numbers(cfg.adc)
     return cfg, inputs
 
 

@@ -295,8 +295,11 @@ def check_adc_method_rows(adc: str, method: str, rows) -> None:
     bad = rows[~np.isfinite(coef.to_numpy()) | (coef.to_numpy() <= 0)]
     if len(bad):
         shown = ", ".join(f"C_{p}={c}" for p, c in zip(bad["position"].head(3), bad["coefficient"].head(3)))
-        raise UsageError(f"{where}: {len(bad)} coefficient(s) missing, not finite or not positive ({shown}); "
-                         f"every C_k must be a positive number")
+        why = [str(r) for r in bad["reason"].dropna().unique()] if "reason" in bad.columns else []
+        raise UsageError(f"{where}: {len(bad)} coefficient(s) missing, not finite or not positive ({shown})"
+                         + (f", as the run that wrote it said: {why[0]}" if why else "")
+                         + "; every C_k must be a positive number: pass --adc numbers or a table estimated from "
+                           "ranked logs")
     have = sorted(int(p) for p in pos)
     if not have or have != list(range(1, len(have) + 1)):
         raise UsageError(f"{where}: positions must be 1..n, each once; the table holds {have[:10]}")

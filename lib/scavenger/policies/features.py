@@ -165,32 +165,20 @@ MAX_ADC_POSITIONS = 10_000     # a stored ADC table naming a larger position is 
 
 
 def _table_vector(table, spec: str, method: str) -> tuple[np.ndarray, str]:
-    """C_1..C_K and the method used from a stored ADC table (``method`` when the table has it, else its first).
-    A table without usable rows is the wrong file (exit 2); coefficients the data could not identify (null, as
-    ``scavenger adc`` writes them) or non-positive ones are a data condition (exit 3)."""
+    """C_1..C_K of ``method`` from a stored ADC table, refused as evaluate refuses it (exit 2): a method the table
+    does not hold, a missing, non-finite or non-positive coefficient, positions other than 1..n
+    (commands.checks.check_adc_option, which train's prepare runs before an engine starts)."""
+    from ..commands.checks import check_adc_option
     from ..estimators.adc import adc_vector
 
-    frame = pd.DataFrame({"method": table["method"].map(lambda m: None if _is_null(m) else str(m)),
-                          "position": pd.to_numeric(table["position"], errors="coerce"),
-                          "coefficient": pd.to_numeric(table["coefficient"], errors="coerce")})
-    pos = frame["position"]
-    frame = frame[frame["method"].notna() & np.isfinite(pos) & (pos >= 1) & (pos == np.floor(pos))]
-    methods = list(dict.fromkeys(frame["method"]))
-    if not methods:
-        raise UsageError(f"--adc table {spec} holds no ADC rows (position >= 1, method, coefficient)")
-    pick = method if method in methods else methods[0]
-    sub = frame[frame["method"] == pick]
+    check_adc_option(spec, method, table)
+    sub = table[table["method"].astype(str) == method]
+    sub = sub.assign(position=pd.to_numeric(sub["position"]).astype("int64"),
+                     coefficient=pd.to_numeric(sub["coefficient"]).astype(float))
     if sub["position"].max() > MAX_ADC_POSITIONS:
         raise UsageError(f"--adc table {spec} names position {sub['position'].max():.0f}: more than "
                          f"{MAX_ADC_POSITIONS} positions is not an ADC table")
-    C = adc_vector(sub.assign(position=sub["position"].astype("int64")), pick)
-    if not np.all(np.isfinite(C)) or np.any(C <= 0):
-        reasons = [str(r) for r in table.loc[sub.index, "reason"].dropna().unique()] \
-            if "reason" in table.columns else []
-        raise DataCheckFailed(f"--adc table {spec} has missing or non-positive coefficients for method {pick}: "
-                              f"{np.round(C, 4).tolist()}" + (f" ({reasons[0]})" if reasons else "")
-                              + "; pass --adc numbers or a table estimated from ranked logs")
-    return np.asarray(C, dtype=float), pick
+    return np.asarray(adc_vector(sub, method), dtype=float), method
 
 
 def resolve_adc(engine, spec: str, inputs, method: str = "heuristic") -> tuple[np.ndarray, str]:
