@@ -1,7 +1,7 @@
 """Imports the estimators need, started in a background thread while the engine scans the logs.
 
-DuckDB and Spark release the GIL while they work, so importing scipy and the estimator modules (about a second on
-a laptop) overlaps the scan instead of following it. An import that fails here is ignored: the main thread's own
+DuckDB and Spark release the GIL while they work, so importing scipy.special and the estimator modules overlaps the
+scan instead of following it (scipy.stats and scipy.optimize are not needed: estimators/distributions.py). An import that fails here is ignored: the main thread's own
 import of the same module raises it where it is used.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import threading
 
-ESTIMATOR_MODULES = ("scipy.stats", "scipy.optimize", "scavenger.estimators.intervals", "scavenger.estimators.adc",
+ESTIMATOR_MODULES = ("scipy.special", "scavenger.estimators.intervals", "scavenger.estimators.adc",
                      "scavenger.estimators.slate", "scavenger.estimators.factored", "scavenger.checks.vector",
                      "scavenger.estimate")
 

@@ -84,7 +84,7 @@ def binomial_two_sided_p(observed, trials, p) -> np.ndarray:
     calibrated logger M ~ Binomial(N, p)): min(1, 2 min(P[X <= O], P[X >= O])). NaN where ``p`` or ``trials`` is
     missing or p is outside [0, 1]. Exact where the normal z is not: with E = 5 and small p, |z| > 4 happens with
     probability 7.0e-4, 11 times the normal tail's 6.3e-5."""
-    from scipy.stats import binom
+    from ..estimators.distributions import binom_cdf, binom_sf
 
     o = np.asarray(observed, dtype=float)
     n = np.asarray(trials, dtype=float)
@@ -92,8 +92,8 @@ def binomial_two_sided_p(observed, trials, p) -> np.ndarray:
     ok = np.isfinite(o) & np.isfinite(n) & np.isfinite(q) & (q >= 0) & (q <= 1) & (n >= 0)
     out = np.full(o.shape, np.nan)
     if ok.any():
-        lower = binom.cdf(o[ok], n[ok], q[ok])
-        upper = binom.sf(o[ok] - 1, n[ok], q[ok])
+        lower = binom_cdf(o[ok], n[ok], q[ok])
+        upper = binom_sf(o[ok] - 1, n[ok], q[ok])
         out[ok] = np.minimum(1.0, 2.0 * np.minimum(lower, upper))
     return out
 
@@ -117,13 +117,13 @@ def window_calibration(cells: pd.DataFrame, min_expected: float) -> pd.DataFrame
 
 def normal_two_sided_p(z) -> np.ndarray:
     """2 P[Z > |z|] for a standard normal Z; NaN stays NaN (check e's window rows, sums of many binomials)."""
-    from scipy.stats import norm
+    from ..estimators.distributions import normal_sf
 
-    return 2.0 * norm.sf(np.abs(np.asarray(z, dtype=float)))
+    return 2.0 * normal_sf(np.abs(np.asarray(z, dtype=float)))
 
 
 def bonferroni_z(alpha: float, tests: int) -> float:
     """The |z| a normal two-sided test must pass for p < alpha / tests (shown in check e's messages)."""
-    from scipy.stats import norm
+    from ..estimators.distributions import normal_isf
 
-    return float(norm.isf(alpha / (2.0 * max(int(tests), 1))))
+    return float(normal_isf(alpha / (2.0 * max(int(tests), 1))))

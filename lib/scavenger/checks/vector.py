@@ -23,7 +23,7 @@ def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n
     chi2 = N (sum_cells O^2 / (R C) - 1) (the Pearson identity, over non-zero cells), dof = (r-1)(c-1), V and
     the bias-corrected V_bc of :func:`scavenger.checks.contingency.chi2_cramers_v`; a group with r < 2, c < 2 or
     N < 2 gets chi2 = 0, p = 1, V = 0 as there. Indexed by ``keys`` (sorted)."""
-    from scipy.stats import chi2 as chi2_dist
+    from ..estimators.distributions import chi2_sf
 
     if not len(cells):
         return pd.DataFrame(columns=CHI2_COLUMNS, index=pd.MultiIndex.from_tuples([], names=keys))
@@ -45,7 +45,7 @@ def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n
     denom = np.minimum(rc - 1, cc - 1)
     v_bc = np.sqrt(phi2c / denom.where(denom > 0)).where(ok & (denom > 0), 0.0)
     out["chi2"], out["dof"] = chi2, dof.astype(int)
-    out["p_value"] = pd.Series(chi2_dist.sf(chi2, dof), index=out.index).where(ok, 1.0)
+    out["p_value"] = pd.Series(chi2_sf(chi2.to_numpy(float), dof.to_numpy(float)), index=out.index).where(ok, 1.0)
     out["v"], out["v_bc"] = v.where(ok, 0.0).fillna(0.0), v_bc.fillna(0.0)
     out["r"], out["c"] = out["r"].astype(int), out["c"].astype(int)
     return out[CHI2_COLUMNS]

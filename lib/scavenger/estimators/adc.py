@@ -194,9 +194,9 @@ def adc_table(ad_position: pd.DataFrame, methods=METHODS, level: float = 0.95, d
     ads, positions, M, C, C2 = matrices(ad_position)
     K = len(positions)
     folds = fold_matrices(ad_position, ads, K)
-    from scipy.stats import norm
+    from .distributions import normal_ppf
 
-    z = float(norm.ppf(0.5 + level / 2))
+    z = normal_ppf(0.5 + level / 2)
     boot = bootstrap_matrices(ad_position, ads, K) if bootstrap else None
     fboot = bootstrap_matrices(ad_position, ads, K, by_fold=True) if boot is not None and folds is not None else None
     ref = dcg(positions, dcg_base)

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from .distributions import normal_ppf
 
 
 def _coef(C: np.ndarray, pos) -> np.ndarray:
@@ -101,7 +101,7 @@ def factored_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, T_a: pd
     value = float(np.sum(w[ok] * S[ok] / T[ok]))
     s2 = np.where(T[ok] > 1, (Q[ok] - S[ok] ** 2 / T[ok]) / np.maximum(T[ok] - 1, 1), Q[ok])
     se = math.sqrt(float(np.sum(w[ok] ** 2 * np.maximum(s2, 0.0) / T[ok])))
-    z = float(norm.ppf(0.5 + level / 2))
+    z = normal_ppf(0.5 + level / 2)
     unsupported = math.nan
     if placements is not None and len(placements):
         w = placements["s_p"].to_numpy(float) * _coef(C, placements["pos_j"])

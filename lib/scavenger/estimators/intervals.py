@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
+from .distributions import chi2_ppf
 
 from .slate_basis import _sq, nonfinite_sums
 
@@ -135,7 +135,7 @@ def _el_interval(s: WeightSums, wmin: float, wmax: float, rmin: float, rmax: flo
     """``el_interval``; raises _Overflow where a sum or product it needs is not finite."""
     if not (wmin < 1.0 < wmax) or s.n < 1:
         return math.nan, math.nan
-    threshold = _d1(s, wmax if s.s_w < s.n else wmin) + float(chi2.ppf(level, 1))
+    threshold = _d1(s, wmax if s.s_w < s.n else wmin) + chi2_ppf(level, 1)
     ends = []
     for r0, sign in ((rmin, -1), (rmax, 1)):
         cands = [v for w0 in (wmin, wmax) if (v := _end(s, w0, r0, threshold, sign)) is not None]
@@ -194,7 +194,7 @@ def clt_or_none(value: float, se: float, level: float):
     if se <= 0:
         return math.nan, math.nan, "none", ("every per-event term is equal: no variation to build an interval "
                                             "from (an interval of width 0 would claim certainty)")
-    z = float(chi2.ppf(level, 1)) ** 0.5
+    z = chi2_ppf(level, 1) ** 0.5
     return value - z * se, value + z * se, "clt", None
 
 
@@ -309,5 +309,5 @@ def _el_cv_interval(m, coef: np.ndarray, ymax, rmin: float, rmax: float, level: 
         g12, g22 = GN[idx, K + 1], GN[K + 1, K + 1]
         schur = g22 - float(g12 @ inv @ g12)
         c = sN[K + 1] + float(g12 @ inv @ d1)
-        ends.append((c + sign * math.sqrt(max(schur, 0.0) * float(chi2.ppf(level, 1)))) / N)
+        ends.append((c + sign * math.sqrt(max(schur, 0.0) * chi2_ppf(level, 1))) / N)
     return _finite(*ends)

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from .distributions import normal_ppf
 
 from .factored import _coef
 
@@ -38,7 +38,7 @@ def reorder_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, ad_posit
     B = float(ad_position["c"].sum())
     R2 = float(ad_position["c2"].sum())
     var_A = max(X2 - A * A / N, 0.0) if N > 0 else math.nan
-    z = float(norm.ppf(0.5 + level / 2))
+    z = normal_ppf(0.5 + level / 2)
     per_event = A / n_events if n_events > 0 else math.nan
     se_event = math.sqrt(var_A) / n_events if n_events > 0 else math.nan
     lift = A / B if B > 0 else math.nan

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pandas as pd
 from scipy.special import gammaln
-from scipy.stats import norm
+from .distributions import normal_ppf
 
 ROW_COLUMNS = ["policy_id", "estimator", "value", "std_error", "ci_low", "ci_high", "interval_kind", "n_events",
                "supported_share", "unsupported_share", "n_matched", "actions_used", "n_actions", "level", "note"]
@@ -82,7 +82,7 @@ def scavenging_estimate(actions: pd.DataFrame, targets: pd.DataFrame, n_events: 
         s2 = np.where(Ts > 1, (Q[sup] - S[sup] ** 2 / Ts) / np.maximum(Ts - 1, 1), Q[sup])
         se = math.sqrt(float(np.sum(np.maximum(s2, 0.0) / Ts)))
         half = theorem3_halfwidth(Ts, T_total, log_k, delta, reward_range) if unsupported == 0 else math.inf
-    z = float(norm.ppf(0.5 + level / 2))
+    z = normal_ppf(0.5 + level / 2)
     clt = (value - z * se, value + z * se)
     matched = float(n_match.sum())
     if matched < 2:
