@@ -38,6 +38,7 @@ def statements():
                     (f"policy_groups K={K} Kw={Kw}", DT.policy_groups(K, Kw)), (f"factored Kw={Kw}", DT.factored(Kw)),
                     (f"policy_extras Kw={Kw}", DT.policy_extras(Kw)), (f"pair_cells Kw={Kw}", T.pair_cells(Kw)),
                     (f"slate_actions Kw={Kw}", T.slate_actions(Kw)), (f"slate_targets Kw={Kw}", DT.slate_targets(Kw)),
+                    (f"slate_covered Kw={Kw}", DT.slate_covered(Kw)),
                     (f"target_placements Kw={Kw}", DT.target_placements(Kw))]
     out += [("ad_position", T.ad_position(3)), ("ad_position boot", T.ad_position(3, 3, 1, "stratum")),
             ("ad_position one aggregation", T.ad_position(3, by_value=False)),
@@ -132,7 +133,8 @@ def test_every_table_equal_between_engines(spark, tmp_path, shape, monkeypatch):
         if t.big:
             cols = ", ".join(c for c in ("held", "slate_key", "policy_id", "id_hash", "dt") if c in
                              {"slate_actions": ("dt", "held", "slate_key"), "slate_targets": ("dt", "policy_id",
-                              "held", "slate_key"), "event_ids": ("dt", "id_hash")}[name])
+                              "held", "slate_key"), "slate_covered": ("dt", "policy_id", "held", "slate_key"),
+                              "event_ids": ("dt", "id_hash")}[name])
             q = lambda s: s.engine.fetch(f"SELECT * FROM {s.big[name]}")  # noqa: E731
             _equal_frames(q(duck), q(sp), cols.split(", "), name)
             continue

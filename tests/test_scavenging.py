@@ -187,6 +187,57 @@ def test_slate_scavenging_equals_numpy(rand_case):
         assert "stochastic" in sto["reason"].iloc[0]
 
 
+def test_direct_approach_counts_only_the_events_a_policy_decides():
+    """Decisions that cover part of the log: the direct approach averages over the events the policy has a
+    decision for, so T, T_s and T_a are counted among them (as IPS's n is). Counted over every logged event, the
+    estimate was scaled down by the covered share (0.6 of the events here: 2.389 against 3.954 for 'det')."""
+    data = build_random(seed=11, K=2, n_ads=4, days=(0, 2), per_day=150, with_nulls=False)
+    keep = {e["event_id"] for i, e in enumerate(data["logs"]) if i % 5 < 3}
+    data["decisions"] = [d for d in data["decisions"] if d["policy_id"] in ("det", "det0")
+                         and (d["policy_id"] == "det0" or d["event_id"] in keep)]
+    ev, eng = run_evaluate(data, ["scavenging_slate", "slate_ips"], delta=0.05)
+    try:
+        est = ev.estimates
+        n_ads = len({s["ad_id"] for e in data["logs"] for s in e["slots"]})
+        log_k = gammaln(n_ads + 1) - gammaln(n_ads - 1)
+        act = lambda slots: tuple(sorted((s["position"], s["ad_id"]) for s in slots if s.get("probability", 1) > 0))  # noqa
+        for policy in ("det", "det0"):
+            dec = {d["event_id"]: act(d["slots"]) for d in data["decisions"] if d["policy_id"] == policy}
+            events = [e for e in data["logs"] if e["event_id"] in dec]
+            logged = [act(e["slots"]) for e in events]
+            T_a = defaultdict(int)
+            for a in logged:
+                T_a[a] += 1
+            xs = defaultdict(list)
+            for e, a in zip(events, logged):
+                xs[a].append(slate_r(e) * (dec[e["event_id"]] == a))
+            used = {a for a in set(dec.values()) if T_a.get(a, 0)}
+            value = sum(sum(v) / T_a[a] for a, v in xs.items())
+            se = math.sqrt(sum(np.var(xs[a], ddof=1) / T_a[a] for a in used))
+            rr = max(max(slate_r(e) for e in data["logs"]), 0.0) - min(min(slate_r(e) for e in data["logs"]), 0.0)
+            half = rr * sum(math.sqrt(2 * (math.log(2) + log_k + math.log(len(events)) - math.log(0.05)) / T_a[a])
+                            for a in used)
+            rows = est[(est["policy_id"] == policy) & (est["estimator"] == "scavenging_slate")]
+            rows = rows.set_index("interval_kind")
+            assert (rows["n_events"] == len(events)).all()
+            assert math.isclose(main_row(rows)["value"], value, rel_tol=1e-9), (policy, main_row(rows)["value"], value)
+            assert math.isclose(main_row(rows)["std_error"], se, rel_tol=1e-9)
+            assert math.isclose(rows.loc["bound", "ci_high"] - rows.loc["bound", "value"], half, rel_tol=1e-9)
+        # the uncovered events hold no information on 'det': its estimate is that of the covered events alone
+        sub = {k: v for k, v in data.items()}
+        sub["logs"] = [e for e in data["logs"] if e["event_id"] in keep]
+        sub["decisions"] = [d for d in data["decisions"] if d["policy_id"] == "det"]
+        alone, eng2 = run_evaluate(sub, ["scavenging_slate"], delta=0.05)
+        eng2.close()
+        a = alone.estimates
+        want = main_row(a[(a["policy_id"] == "det") & (a["estimator"] == "scavenging_slate")].set_index("interval_kind"))
+        got = main_row(est[(est["policy_id"] == "det") & (est["estimator"] == "scavenging_slate")]
+                       .set_index("interval_kind"))
+        assert math.isclose(got["value"], want["value"], rel_tol=1e-9)
+    finally:
+        eng.close()
+
+
 def test_base_policy_scavenging_equals_numpy(rand_case):
     case, data, ev = rand_case
     est = S.base_policy_estimates(ev.stats, delta=0.1)
@@ -317,11 +368,16 @@ def simulate_tables(seed: int, T: int = 4000, K: int = 2, n_ads: int = 4, n_ctx:
 
 def register_big(stats: WindowStats, engine, actions: pd.DataFrame, targets: pd.DataFrame, name=None) -> None:
     """The big slate tables (dt, held, slate_key, t) and (dt, policy_id, held, slate_key, n_target, n_match, s_r,
-    s_r2) as engine relations of ``stats`` (named ``name``, replacing an earlier one, or new names)."""
+    s_r2) as engine relations of ``stats`` (named ``name``, replacing an earlier one, or new names). Every target
+    decides every event here, so each policy's slate_covered counts are the logged ones."""
     n = next(_SIM_NAMES) if name is None else name
-    stats.big = {"slate_actions": f"sim_actions_{n}", "slate_targets": f"sim_targets_{n}"}
+    stats.big = {"slate_actions": f"sim_actions_{n}", "slate_targets": f"sim_targets_{n}",
+                 "slate_covered": f"sim_covered_{n}"}
+    covered = pd.concat([actions.assign(policy_id=p) for p in sorted(targets["policy_id"].unique())],
+                        ignore_index=True)
     engine.register_frame(stats.big["slate_actions"], actions)
     engine.register_frame(stats.big["slate_targets"], targets)
+    engine.register_frame(stats.big["slate_covered"], covered)
     stats.engine = engine
 
 

@@ -57,7 +57,8 @@ _SLATE_TABLES = ("slate_moments", "policy_events")
 ESTIMATORS: dict[str, Estimator] = {e.name: e for e in [
     Estimator("scavenging_slate", "scavenging",
               "V = sum_s (T_s/T) sum_{a in s} S_a / T_a, action = the logged (partial) slate (seed 001 sec. 3, 4.1)",
-              aliases=("direct",), checks=_SCAV, tables=("slate_actions", "slate_targets", "policy_events"),
+              aliases=("direct",), checks=_SCAV, tables=("slate_actions", "slate_targets", "slate_covered",
+                                                           "policy_events"),
               identification="every slate the target shows was logged (T_a > 0) for some event", recommend_rank=6,
               outputs=("scavenging_ad", "scavenging_slate_uniform", "scavenging_ad_uniform")),
     Estimator("scavenging_base", "scavenging",

@@ -4,7 +4,7 @@ reduction of the big slate tables (:func:`scavenging_sums`), run by the engine t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -21,16 +21,17 @@ def scavenging_sums(stats, by_dt: bool = False) -> pd.DataFrame:
     actions of T_a^(-1/2), and the weighted sums of w = t_s/T_a over matched events (for the EL interval)."""
     from ..statistics.sql.reduce import scavenging
 
-    if "slate_actions" not in stats.big or "slate_targets" not in stats.big:
+    if "slate_covered" not in stats.big or "slate_targets" not in stats.big:
         return pd.DataFrame()
-    return stats.engine.fetch(scavenging(stats.big["slate_actions"], stats.big["slate_targets"],
+    return stats.engine.fetch(scavenging(stats.big["slate_covered"], stats.big["slate_targets"],
                                          stats.big_where(), by_dt), "scavenging_sums")
 
 
 @dataclass(frozen=True)
 class _Direct:
-    """What the direct approach's rows of every policy share: the estimator's name, T (logged events), ln k (k
-    slates), the reward range of the Theorem 3/4 bounds and that of the EL intervals."""
+    """What the direct approach's rows of every policy share: the estimator's name, T (set per policy: the events
+    it has a decision for), ln k (k slates), the reward range of the Theorem 3/4 bounds and that of the EL
+    intervals."""
 
     name: str
     T: float
@@ -78,7 +79,10 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
             out.append(not_identified(p, d.name, f"the target is stochastic on {n - det} of {n} events: the direct "
                                                  f"approach needs a deterministic slate per event", n, opts.level))
         else:
-            out += _direct_rows(p, n, sums[sums["policy_id"] == p] if len(sums) else sums, d, opts)
+            # T = the events the policy has a decision for: its T_s and T_a are counted among them too
+            # (slate_covered), so a target whose decisions cover part of the log is not scaled down by that share
+            out += _direct_rows(p, n, sums[sums["policy_id"] == p] if len(sums) else sums, replace(d, T=float(n)),
+                                opts)
     return out
 
 

@@ -30,8 +30,8 @@ WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the fla
 WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it
 BY_VALUE_EVENTS = 20  # ad_position sums per scope-key value first when the values average >= 20 events each
 LOG_TABLES = ("log_summary", "ad_position", "slate_actions", "context_cells", "pair_strata", "calibration_cells")
-DECISION_TABLES = ("policy_events", "base_targets", "slate_moments", "slate_targets", "factored", "factored_sq",
-                   "target_placements")
+DECISION_TABLES = ("policy_events", "base_targets", "slate_moments", "slate_targets", "slate_covered", "factored",
+                   "factored_sq", "target_placements")
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class ScanPlan:
         if decisions:
             out |= set(DECISION_TABLES) | {"decision_counts"}
             if not self.slate_actions:
-                out.discard("slate_targets")
+                out -= {"slate_targets", "slate_covered"}
         return out
 
 
@@ -185,6 +185,8 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
         tables["target_placements"] = engine.fetch(DT.target_placements(Kw), "target_placements")
         if "slate_targets" in wanted:
             big["slate_targets"] = _keep(engine, f"scv_{batch}_slate_targets", DT.slate_targets(Kw))
+        if "slate_covered" in wanted:
+            big["slate_covered"] = _keep(engine, f"scv_{batch}_slate_covered", DT.slate_covered(Kw))
     return policies
 
 

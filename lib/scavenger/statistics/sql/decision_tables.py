@@ -157,6 +157,23 @@ FROM (SELECT dt, policy_id, {held_text(Kw, "h_{k}", "xk")} AS held,
 GROUP BY dt, policy_id, held, tkey"""
 
 
+def slate_covered(Kw: int) -> str:
+    """(dt, policy_id, held, slate_key): t = T_a among the events the policy has a (clean) decision for, a = the
+    logged (partial) slate. The direct approach of a policy averages over those events only (as IPS does), so its
+    T_s and T_a are counted there: with the window's every event (slate_actions) a target whose decisions cover
+    part of the log was scaled down by that share."""
+    from .logs import held_text, slate_key
+    from .tables import _extra_ads
+
+    ads = "".join(f"a_{k}, " for k in range(1, Kw + 1))
+    return f"""
+SELECT dt, policy_id, held, slate_key, CAST(sum(t) AS BIGINT) AS t
+FROM (SELECT dt, policy_id, {held_text(Kw, xs="xk")} AS held, {slate_key(Kw, xs="xk")} AS slate_key, t
+      FROM (SELECT dt, policy_id, {ads}{_extra_ads()} AS xk, count(1) AS t
+            FROM scv_joined WHERE clean GROUP BY dt, policy_id, {ads}{_extra_ads()}) g) f
+GROUP BY dt, policy_id, held, slate_key"""
+
+
 def factored(Kw: int) -> str:
     """(dt, policy_id, ad_id, pos_i, pos_j, pos_j2) over logged slots (ad a at position i) with a nonzero reward,
     in long form: for each entry of the decision showing the slot's ad (q = its probability > 0 at position j),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 def scavenging(actions: str, targets: str, where: str, by_dt: bool = False) -> str:
     """Exploration scavenging, direct approach (seed 001 sections 3 and 4.1; MATH.md). Within the stratum of the
-    positions a row holds (held), T_a = logged events with slate a, S_a, Q_a = sums of r, r^2 over the events whose
+    positions a row holds (held), T_a = logged events with slate a among the events the policy has a decision for
+    (``actions``: the slate_covered table, keyed by policy_id; t_s likewise), S_a, Q_a = sums of r, r^2 over the events whose
     logged slate equals the target's. V_s = sum_a S_a/T_a; the CLT variance sum_a s2_a/T_a with
     s2_a = (Q_a - S_a^2/T_a)/(T_a - 1) (Q_a for T_a = 1); Theorem 3 uses sum over the target's logged actions of
     T_a^(-1/2). As an IPW mean over the stratum's t_s events with w = t_s/T_a on matched events: sum_w, sum_w2,
@@ -18,9 +19,10 @@ def scavenging(actions: str, targets: str, where: str, by_dt: bool = False) -> s
     w = "(CAST(s.t_s AS DOUBLE) / a.t)"
     return f"""
 WITH a AS (
-  SELECT {d}held, slate_key, CAST(sum(t) AS DOUBLE) AS t FROM {actions} WHERE {where} GROUP BY {d}held, slate_key
+  SELECT {d}policy_id, held, slate_key, CAST(sum(t) AS DOUBLE) AS t FROM {actions} WHERE {where}
+  GROUP BY {d}policy_id, held, slate_key
 ), s AS (
-  SELECT {d}held, sum(t) AS t_s, count(1) AS n_actions FROM a GROUP BY {d}held
+  SELECT {d}policy_id, held, sum(t) AS t_s, count(1) AS n_actions FROM a GROUP BY {d}policy_id, held
 ), g AS (
   SELECT {d}policy_id, held, slate_key, sum(n_target) AS n_target, sum(n_match) AS n_match, sum(s_r) AS s_r,
     sum(s_r2) AS s_r2
@@ -42,6 +44,6 @@ SELECT {gd}g.policy_id, g.held, max(s.t_s) AS t_s, max(s.n_actions) AS n_actions
   coalesce(sum(g.s_r * {w} * {w}), 0D) AS sum_w2r,
   coalesce(sum(g.s_r2 * {w} * {w}), 0D) AS sum_w2r2,
   max(CASE WHEN g.n_match > 0 THEN {w} END) AS w_max
-FROM g LEFT JOIN a ON g.held = a.held AND g.slate_key = a.slate_key{on_dt}
-JOIN s ON g.held = s.held{s_dt}
+FROM g LEFT JOIN a ON g.policy_id = a.policy_id AND g.held = a.held AND g.slate_key = a.slate_key{on_dt}
+JOIN s ON g.policy_id = s.policy_id AND g.held = s.held{s_dt}
 GROUP BY {gd}g.policy_id, g.held"""
