@@ -128,7 +128,7 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
         resolve_adc(stats, ctx)
     out = []
     fac, fsq, tp, ap = (stats.table(n) for n in ("factored", "factored_sq", "target_placements", "ad_position"))
-    T_a = F.ad_impressions(ap) if len(ap) else pd.Series(dtype=float)
+    pa = stats.table("policy_ads") if "policy_ads" in stats.tables else None
     strata = F.stratum_weights(ap)
     extra = {"adc_source": ctx.adc_source, "adc_method": opts.adc_method}
     for p in policies:
@@ -137,6 +137,10 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
         f_p = fac[fac["policy_id"] == p] if len(fac) else fac
         q_p = fsq[fsq["policy_id"] == p] if len(fsq) else fsq
         reorders = len(rec) and int(rec["n_reorder"].sum()) == n and n > 0
+        # T_a and the logged clicks among the events this policy decides (policy_ads): a target whose decisions
+        # cover part of the log is not scaled down by that share; tables made without it: every logged event
+        ap_p = pa[pa["policy_id"] == p] if pa is not None else ap
+        T_a = F.ad_impressions(ap_p) if len(ap_p) else pd.Series(dtype=float)
         if "factored" in wanted and p not in derived and reorders:
             out.append(not_identified(p, "factored", "the target re-orders the logged ads event by event: its choice "
                                                      "depends on the logged slate, not on the context alone as the "
@@ -153,7 +157,7 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
         elif ctx.C is None:
             out.append(not_identified(p, "reorder", ctx.adc_reason, n, opts.level, **extra))
         else:
-            out += _reorder_rows(p, n, f_p, q_p, ap, ctx, extra)
+            out += _reorder_rows(p, n, f_p, q_p, ap_p, ctx, extra)
     return out
 
 

@@ -31,8 +31,9 @@ BUNDLE = "_small"    # <store>/_small/dt=YYYY-MM-DD.parquet: a day's small table
 # What a stored day's tables mean: part of every day's fingerprint, so that a store written before a change to
 # what a table holds is scanned again instead of merged with the new days. Raise it with any such change
 # (2: ad ids escaped in the slate keys, statistics/sql/logs.slate_key; a context map entry repeating context_id
-# counted once in check a's cells; 3: slate_covered, the direct approach's T_a among a policy's decided events).
-STORE_LAYOUT = 3
+# counted once in check a's cells; 3: slate_covered, the direct approach's T_a among a policy's decided events;
+# 4: policy_ads, the factored T_a and the re-ordering lift's clicks among them).
+STORE_LAYOUT = 4
 
 
 def fingerprint(payload) -> str:

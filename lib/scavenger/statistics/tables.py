@@ -42,6 +42,7 @@ TABLES: dict[str, Table] = {
     "factored": Table(("policy_id", "ad_id", "pos_i", "pos_j")),
     "factored_sq": Table(("policy_id", "ad_id", "pos_i", "pos_j", "pos_j2")),
     "target_placements": Table(("policy_id", "logging_policy", "ad_id", "pos_j")),
+    "policy_ads": Table(("policy_id", "ad_id")),
     "slate_actions": Table(("held", "slate_key"), big=True),
     "slate_targets": Table(("policy_id", "held", "slate_key"), big=True),
     "slate_covered": Table(("policy_id", "held", "slate_key"), big=True),

@@ -174,6 +174,21 @@ FROM (SELECT dt, policy_id, {held_text(Kw, xs="xk")} AS held, {slate_key(Kw, xs=
 GROUP BY dt, policy_id, held, slate_key"""
 
 
+def policy_ads(Kw: int) -> str:
+    """(dt, policy_id, ad_id): m = impressions of the ad at any position, c, c2 = sums of its slot reward and its
+    square, over the events the policy has a (clean) decision for. The factored estimator's T_a and the
+    re-ordering lift's logged clicks of that policy: over the window's every event (ad_position), a target whose
+    decisions cover part of the log was scaled down by that share."""
+    from .logs import held_slots
+
+    return f"""
+SELECT dt, policy_id, s.ad_id AS ad_id, CAST(count(1) AS BIGINT) AS m, sum(s.reward) AS c,
+  sum(s.reward * s.reward) AS c2
+FROM (SELECT dt, policy_id, explode({held_slots(Kw)}) AS s FROM scv_joined WHERE clean) x
+WHERE s.ad_id IS NOT NULL
+GROUP BY dt, policy_id, s.ad_id"""
+
+
 def factored(Kw: int) -> str:
     """(dt, policy_id, ad_id, pos_i, pos_j, pos_j2) over logged slots (ad a at position i) with a nonzero reward,
     in long form: for each entry of the decision showing the slot's ad (q = its probability > 0 at position j),
