@@ -362,3 +362,39 @@ def test_factored_weights_eligibility_strata():
         assert not direct["identified"] and "eligibility strata" in direct["reason"]
     finally:
         stats.engine.close()
+
+
+def test_factored_strata_weights_count_only_the_events_a_policy_decides():
+    """Eligibility strata with decisions covering part of the log (60%, most of s1's events and few of s0's): the
+    weights T_s / T are counted among the events the policy decides, as T_a is. Counted over every logged event,
+    the strata were weighted by their share of the whole log (value 0.658 against 0.817 here)."""
+    import random
+
+    data = _partitioned(K=3)
+    rng = random.Random(11)
+    stratum = {ev["event_id"]: ev["context_id"] for ev in data["logs"]}
+    data["decisions"] = [d for d in data["decisions"]
+                         if rng.random() < (0.45 if stratum[d["event_id"]] == "s0" else 0.95)]
+    C = np.array([1.0, 0.7, 0.5])
+    stats = duck_window(data, ScanPlan(slate_actions=False))
+    try:
+        dec = {d["event_id"]: {x["ad_id"]: x["position"] for x in d["slots"]} for d in data["decisions"]}
+        n_s = defaultdict(int)
+        xs, of_ad = defaultdict(list), {}
+        for ev in data["logs"]:
+            if ev["event_id"] not in dec:
+                continue
+            n_s[ev["context_id"]] += 1
+            for s in ev["slots"]:
+                j = dec[ev["event_id"]].get(s["ad_id"], 0)
+                xs[s["ad_id"]].append(s["reward"] * (C[j - 1] if j else 0.0) / C[s["position"] - 1])
+                of_ad[s["ad_id"]] = ev["context_id"]
+        share = {a: n_s[of_ad[a]] / len(dec) for a in xs}
+        value = sum(share[a] * np.mean(v) for a, v in xs.items())
+        se = math.sqrt(sum(share[a] ** 2 * np.var(v, ddof=1) / len(v) for a, v in xs.items()))
+        fac = _pipeline_rows(stats, ["first"], C).iloc[0]
+        assert fac["n_events"] == len(dec) and "2 eligibility strata" in fac["note"]
+        assert math.isclose(fac["value"], value, rel_tol=1e-9), (fac["value"], value)
+        assert math.isclose(fac["std_error"], se, rel_tol=1e-9), (fac["std_error"], se)
+    finally:
+        stats.engine.close()

@@ -129,7 +129,7 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
     out = []
     fac, fsq, tp, ap = (stats.table(n) for n in ("factored", "factored_sq", "target_placements", "ad_position"))
     pa = stats.table("policy_ads") if "policy_ads" in stats.tables else None
-    strata = F.stratum_weights(ap)
+    strata = F.ad_strata(ap)
     extra = {"adc_source": ctx.adc_source, "adc_method": opts.adc_method}
     for p in policies:
         rec = pe[pe["policy_id"] == p]
@@ -141,12 +141,14 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
         # cover part of the log is not scaled down by that share; tables made without it: every logged event
         ap_p = pa[pa["policy_id"] == p] if pa is not None else ap
         T_a = F.ad_impressions(ap_p) if len(ap_p) else pd.Series(dtype=float)
+        # eligibility strata: T_s / T among the same events (ap, without policy_ads' ev: every logged event)
+        w_p = None if strata is None else F.strata_shares(strata, ap_p if "ev" in ap_p.columns else ap)
         if "factored" in wanted and p not in derived and reorders:
             out.append(not_identified(p, "factored", "the target re-orders the logged ads event by event: its choice "
                                                      "depends on the logged slate, not on the context alone as the "
                                                      "factored estimator needs (see reorder)", n, opts.level, **extra))
         elif "factored" in wanted and p not in derived:
-            out.append(_factored_row(p, n, f_p, q_p, T_a, tp[tp["policy_id"] == p] if len(tp) else None, strata,
+            out.append(_factored_row(p, n, f_p, q_p, T_a, tp[tp["policy_id"] == p] if len(tp) else None, w_p,
                                      ctx, extra))
         if "reorder" not in wanted:
             continue

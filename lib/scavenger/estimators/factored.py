@@ -19,7 +19,8 @@ The ADC vector is treated as known here; estimators/propagate.py adds its uncert
 Eligibility strata: where a context key partitions the ads (each ad shown under one value only, e.g. OBD's
 campaigns), the logged ad of stratum s is independent of x only within s, and sum_{a in s} S_a / T_a estimates
 the value given s. Then V = sum_s (T_s / T) sum_{a in s} S_a / T_a with T_s the events of stratum s
-(``stratum_weights``: kappa_a = w_a / T_a, w_a = T_s(a) / T), and Var V = sum_a w_a^2 s2_a / T_a.
+(``stratum_weights``: kappa_a = w_a / T_a, w_a = T_s(a) / T), and Var V = sum_a w_a^2 s2_a / T_a. T_s and T are
+counted among the events the policy decides, as T_a is (policy_ads).
 
 Unsupported mass: the target's expected attention on ads never logged (T_a = 0) is
 sum_{a: T_a = 0} sum_j P(a, j) C_j / sum_{a, j} P(a, j) C_j with P(a, j) = sum_t pi(a at j | x_t) [target_placements].
@@ -48,21 +49,37 @@ def ad_impressions(ad_position: pd.DataFrame) -> pd.Series:
     return ad_position.groupby("ad_id")["m"].sum().astype(float)
 
 
-def stratum_weights(ad_position: pd.DataFrame, min_per_ad: float = 20.0) -> pd.Series | None:
+def stratum_weights(ad_position: pd.DataFrame, min_per_ad: float = 20.0,
+                    events: pd.DataFrame | None = None) -> pd.Series | None:
     """w_a = T_s(a) / T per ad when the calibration key partitions the ads over the whole window (>= 2 values, every
     ad under one value, >= 2 ads per value, >= ``min_per_ad`` impressions per ad on average: the rule of check a
-    and e, checks.calibration.partition_strata); T_s = sum over the ads of s of ev (events). None otherwise."""
+    and e, checks.calibration.partition_strata); T_s = sum over the ads of s of ev (events). None otherwise.
+    ``events``: the rows (ad_id, ev) T_s and T are counted over (a policy's decided events: policy_ads), else
+    ``ad_position`` (every logged event)."""
+    strata = ad_strata(ad_position, min_per_ad)
+    if strata is None:
+        return None
+    return strata_shares(strata, ad_position if events is None else events)
+
+
+def ad_strata(ad_position: pd.DataFrame, min_per_ad: float = 20.0) -> pd.Series | None:
+    """ad_id -> its eligibility stratum when the calibration key partitions the ads over the whole window (see
+    :func:`stratum_weights`), None otherwise."""
     from ..checks.calibration import partition_strata
 
     if not len(ad_position) or "ev" not in ad_position.columns or "stratum_min" not in ad_position.columns:
         return None
     slot = ad_position.assign(logging_policy="*", n=ad_position["m"])
-    strata = partition_strata(slot, min_per_ad).get("*")
-    if strata is None:
-        return None
-    ev = ad_position.groupby("ad_id")["ev"].sum().astype(float)
-    share = ev.groupby(strata.reindex(ev.index)).sum() / float(ev.sum())
-    weights = strata.map(share).astype(float)
+    return partition_strata(slot, min_per_ad).get("*")
+
+
+def strata_shares(strata: pd.Series, events: pd.DataFrame) -> pd.Series:
+    """w_a = T_s(a) / T with T_s = sum of ev over the rows of the ads of s in ``events`` (0 for a stratum without
+    any) and T = sum of ev over all its rows."""
+    ev = events.groupby("ad_id")["ev"].sum().astype(float) if len(events) else pd.Series(dtype=float)
+    total = float(ev.sum())
+    share = ev.groupby(strata.reindex(ev.index)).sum() / total if total > 0 else pd.Series(dtype=float)
+    weights = strata.map(share).fillna(0.0).astype(float)
     weights.attrs["strata"] = int(strata.nunique())
     return weights
 

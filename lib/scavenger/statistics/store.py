@@ -32,8 +32,9 @@ BUNDLE = "_small"    # <store>/_small/dt=YYYY-MM-DD.parquet: a day's small table
 # what a table holds is scanned again instead of merged with the new days. Raise it with any such change
 # (2: ad ids escaped in the slate keys, statistics/sql/logs.slate_key; a context map entry repeating context_id
 # counted once in check a's cells; 3: slate_covered, the direct approach's T_a among a policy's decided events;
-# 4: policy_ads, the factored T_a and the re-ordering lift's clicks among them).
-STORE_LAYOUT = 4
+# 4: policy_ads, the factored T_a and the re-ordering lift's clicks among them; 5: policy_ads' ev, the factored
+# eligibility strata's T_s / T among them).
+STORE_LAYOUT = 5
 
 
 def fingerprint(payload) -> str:

@@ -176,15 +176,18 @@ GROUP BY dt, policy_id, held, slate_key"""
 
 def policy_ads(Kw: int) -> str:
     """(dt, policy_id, ad_id): m = impressions of the ad at any position, c, c2 = sums of its slot reward and its
-    square, over the events the policy has a (clean) decision for. The factored estimator's T_a and the
-    re-ordering lift's logged clicks of that policy: over the window's every event (ad_position), a target whose
-    decisions cover part of the log was scaled down by that share."""
+    square, ev = sum over the impressions of 1 / (slots the event holds) (as ad_position's ev: summed over the ads
+    of an eligibility stratum, its events), over the events the policy has a (clean) decision for. The factored
+    estimator's T_a and stratum weights T_s / T and the re-ordering lift's logged clicks of that policy: over the
+    window's every event (ad_position), a target whose decisions cover part of the log was scaled down by that
+    share (and its strata weighted by their share of the whole log)."""
     from .logs import held_slots
 
     return f"""
 SELECT dt, policy_id, s.ad_id AS ad_id, CAST(count(1) AS BIGINT) AS m, sum(s.reward) AS c,
-  sum(s.reward * s.reward) AS c2
-FROM (SELECT dt, policy_id, explode({held_slots(Kw)}) AS s FROM scv_joined WHERE clean) x
+  sum(s.reward * s.reward) AS c2, sum(ew) AS ev
+FROM (SELECT dt, policy_id, 1D / greatest(n_slots, 1) AS ew, explode({held_slots(Kw)}) AS s
+      FROM scv_joined WHERE clean) x
 WHERE s.ad_id IS NOT NULL
 GROUP BY dt, policy_id, s.ad_id"""
 
