@@ -11,10 +11,19 @@ import importlib
 import os
 import sys
 import traceback
-from dataclasses import dataclass, field
 
 from . import errors
 from .commands import COMMAND_MODULES
+from .job_context import JobContext
+from .job_endings import (
+    _bounded,
+    _classify,
+    _interrupted,
+    _one_line,
+    _record_counts,
+    _refused,
+    _say,
+)
 from .result import RunResult
 
 
@@ -23,67 +32,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):  # noqa: D401
         raise errors.UsageError(f"{self.prog}: {message}")
-
-
-@dataclass
-class JobContext:
-    args: argparse.Namespace
-    result: RunResult
-    _spark: object = field(default=None, repr=False)
-    _engine: object = field(default=None, repr=False)
-
-    @property
-    def spark(self):
-        if self._spark is None:
-            from .progress import console_progress_conf
-            from .session import get_spark, parse_conf_pairs
-
-            conf = {**console_progress_conf(), **parse_conf_pairs(getattr(self.args, "conf", None))}
-            self._spark = get_spark(app_name=f"scavenger-{self.result.job}",
-                                    master=getattr(self.args, "master", None), conf=conf,
-                                    quiet=not getattr(self.args, "verbose", False))
-        return self._spark
-
-    def engine(self, inputs):
-        """The engine for these inputs (--engine and the auto rule), recorded in result.json."""
-        if self._engine is None:
-            from .engines import choose, open_engine
-
-            hint = "--master or --conf given" if getattr(self.args, "master", None) or \
-                getattr(self.args, "conf", None) else None
-            if getattr(self.args, "catalog", None):
-                hint = "--catalog given (catalog tables are Spark's)"
-            name, why = choose(getattr(self.args, "engine", "auto"), inputs.all(), hint)
-            self._engine = open_engine(name, why, spark=self.spark if name == "spark" else None)
-            self.result.engine = self._engine.info.to_dict()
-            from .commands._common import check_catalog
-
-            check_catalog(self.args, self, self._engine)
-        return self._engine
-
-    def output_engine(self, out: str):
-        """The engine of a job that writes ``out`` without reading logs (generate, ingest-obd, demo): --engine and
-        the auto rule with the output as the location (DuckDB for a local path), recorded in result.json."""
-        if self._engine is None:
-            from .engines import choose_for_output, open_engine
-
-            hint = "--master or --conf given" if getattr(self.args, "master", None) or \
-                getattr(self.args, "conf", None) else None
-            name, why = choose_for_output(getattr(self.args, "engine", "auto"), out, hint)
-            self._engine = open_engine(name, why, spark=self.spark if name == "spark" else None)
-            self.result.engine = self._engine.info.to_dict()
-        return self._engine
-
-    @property
-    def engine_open(self):
-        return self._engine
-
-    def close(self) -> None:
-        if self._engine is not None:
-            try:
-                self._engine.close()
-            except Exception:  # noqa: BLE001 - best effort at the end of a job
-                pass
 
 
 def _load_commands():
@@ -116,20 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--run-id", default=None, help="id recorded in result.json and quarantine rows")
         p.set_defaults(_module=module, _parser=p)
     return parser
-
-
-def _one_line(exc: BaseException) -> str:
-    from .safe import one_line
-
-    text = str(exc).strip()
-    return one_line(text) if text else type(exc).__name__
-
-
-def _bounded(exc: BaseException) -> str:
-    """An exception's message as shown and recorded: values cut, control characters escaped (safe.bound)."""
-    from .safe import bound
-
-    return bound(str(exc))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,39 +139,6 @@ def _check_arguments(args) -> None:
     check_environment(getattr(args, "engine", "auto"))
 
 
-def _refused(module, result, out, exc, debug) -> int:
-    """A job refused before it started (prepare and the shared checks): the same classification as the job
-    boundary; result.json is written only into an --out that already exists and passed its checks (``out`` None
-    otherwise: a refused run creates nothing, and never writes into an input)."""
-    code, result.status, result.message = _classify(exc, before_run=True)
-    _say(module, code, _one_line(result.message), debug)
-    result.exit_code = code
-    try:
-        from .io import fs
-
-        if out and fs.is_local(out) and os.path.isdir(fs.local_path(out)) and os.access(fs.local_path(out),
-                                                                                        os.W_OK) \
-                and _own_or_no_record(fs.local_path(out), module.NAME):
-            result.write(out)
-    except Exception:  # noqa: BLE001 - the refusal stands whether or not result.json can be written
-        pass
-    return code
-
-
-def _own_or_no_record(out: str, job: str) -> bool:
-    """Does ``out`` hold no result.json, or one of this job? A refused run never replaces another job's record
-    (``report --out X --estimates X`` would have overwritten the evaluate run it was asked to read)."""
-    from .io import fs
-
-    path = os.path.join(out, "result.json")
-    if not os.path.exists(path):
-        return True
-    try:
-        return fs.read_json(path).get("job") == job
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def _run(module, args, ctx, prepared, out, guard, debug) -> int:
     """The job itself and how it ended (status, message, exit code), stop requests included."""
     from . import lifecycle
@@ -287,72 +188,6 @@ def _run(module, args, ctx, prepared, out, guard, debug) -> int:
             code, result.status, result.message = _classify(exc)
             _say(module, code, result.message, debug)
     return code
-
-
-def _say(module, code: int, message: str, debug: bool) -> None:
-    """The one stderr line of a job that ended with an error (the traceback with SCAVENGER_DEBUG=1)."""
-    print(f"scavenger {module.NAME}: {'error' if code != errors.EXIT_INTERNAL else 'internal error'}: {message}",
-          file=sys.stderr)
-    if debug:
-        traceback.print_exc()
-    elif code == errors.EXIT_INTERNAL:
-        print("  (set SCAVENGER_DEBUG=1 for the full traceback)", file=sys.stderr)
-
-
-def _record_counts(result, args, counts) -> None:
-    """A data check that failed after the rows were read: result.json keeps the row counts (rows in = used +
-    quarantined) and names the quarantine the pass wrote."""
-    if not counts or result.counts:
-        return
-    from .commands._common import quarantine_dir
-
-    result.counts.update(counts)
-    if any((c or {}).get("rows_quarantined") for c in counts.values() if isinstance(c, dict)):
-        result.outputs.setdefault("quarantine", quarantine_dir(args))
-
-
-def _interrupted(module, result, signum: int) -> int:
-    """SIGTERM/SIGINT: exit 128 + the signal's number, recorded as "interrupted"."""
-    import signal
-
-    from .lifecycle import exit_code_of
-
-    name = signal.Signals(signum).name
-    result.status = "interrupted"
-    result.message = f"interrupted by {name}: stopped before the end; outputs may be partial (see _manifest.json)"
-    print(f"scavenger {module.NAME}: interrupted by {name} (exit {exit_code_of(signum)})", file=sys.stderr)
-    return exit_code_of(signum)
-
-
-def _classify(exc: BaseException, before_run: bool = False) -> tuple[int, str, str]:
-    """(exit code, status, message) of an exception at the job boundary: running out of memory is the user's
-    setting to raise (exit 2), not an internal error; so is a path this process may not read (permission denied),
-    and, before the job starts (``before_run``: the checks of the inputs), any path that cannot be listed or read,
-    or that holds bytes that are not UTF-8."""
-    import errno as _errno
-
-    from .summary import memory_advice
-
-    if isinstance(exc, errors.ScavengerError):
-        code = exc.exit_code
-        status = "data_check_failed" if code == errors.EXIT_DATA_CHECK else \
-            "bad_arguments" if code == errors.EXIT_USAGE else "internal_error"
-        return code, status, _bounded(exc)
-    advice = memory_advice(exc)
-    if advice:
-        return errors.EXIT_USAGE, "out_of_memory", _bounded(advice)
-    if isinstance(exc, OSError) and (before_run or exc.errno in (_errno.EACCES, _errno.EPERM)):
-        where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
-        return errors.EXIT_USAGE, "bad_arguments", _bounded(f"cannot read or write a path given: {where} (check "
-                                                            f"the path and its permissions)")
-    if "Map keys must be unique" in str(exc) and type(exc).__module__.startswith(("duckdb", "_duckdb")):
-        return errors.EXIT_DATA_CHECK, "data_check_failed", _bounded(
-            "a map column of the input (context) holds the same key twice in one row, which DuckDB's Parquet "
-            "reader refuses for the whole file: write each key once per row (the writer's map builder), or run "
-            "with --engine spark")
-    if before_run and isinstance(exc, UnicodeError):
-        return errors.EXIT_USAGE, "bad_arguments", _bounded(f"a path or value given is not valid UTF-8: {exc}")
-    return errors.EXIT_INTERNAL, "internal_error", f"{type(exc).__name__}: {_one_line(exc)}"
 
 
 def _report(module, args, result) -> None:
