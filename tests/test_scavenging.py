@@ -263,6 +263,41 @@ def test_base_policy_scavenging_equals_numpy(rand_case):
     assert len(other) == 4 and not other["identified"].any() and other["value"].isna().all()
 
 
+def test_base_policy_scavenging_counts_only_the_events_a_policy_decides():
+    """Decisions covering 60% of the log, three logging policies: T_a (events served by base policy a) and T are
+    counted among the events the policy decides. Counted over every logged event, the estimate was scaled down by
+    the covered share (0.6909 against 0.9758 on a 3,000-event slotted log with 70% covered)."""
+    data = build_random(seed=12, K=2, n_ads=4, days=(0, 2), per_day=150, with_nulls=False,
+                        logging_policies=("lp_a", "lp_b", "lp_c"))
+    keep = {e["event_id"] for i, e in enumerate(data["logs"]) if i % 5 < 3}
+    data["decisions"] = [d for d in data["decisions"] if d["policy_id"] == "det" and d["event_id"] in keep]
+    ev, eng = run_evaluate(data, ["scavenging_base"], uniform_logging=True, delta=0.05)
+    eng.close()
+    events = {e["event_id"]: e for e in data["logs"]}
+    dec = [d for d in data["decisions"]]
+    lp = np.array([events[d["event_id"]]["logging_policy"] for d in dec])
+    r = np.array([slate_r(events[d["event_id"]]) for d in dec])
+    x = r * (np.array([d["base_policy"] for d in dec]) == lp)
+    T_a = {a: int((lp == a).sum()) for a in sorted(set(lp))}
+    value = sum(x[lp == a].sum() / n for a, n in T_a.items())
+    se = math.sqrt(sum(x[lp == a].var(ddof=1) / n for a, n in T_a.items()))
+    rs = [slate_r(e) for e in data["logs"]]
+    rr = max(max(rs), 0.0) - min(min(rs), 0.0)
+    T, k = len(dec), 3
+    half = rr * sum(math.sqrt(2 * math.log(2 * k * T / 0.05) / n) for n in T_a.values())
+    est = ev.estimates
+    rows = est[(est["policy_id"] == "det") & (est["estimator"] == "scavenging_base")].set_index("interval_kind")
+    assert (rows["n_events"] == T).all() and T < len(data["logs"])
+    assert math.isclose(main_row(rows)["value"], value, rel_tol=1e-9), (main_row(rows)["value"], value)
+    assert math.isclose(main_row(rows)["std_error"], se, rel_tol=1e-9)
+    assert math.isclose(rows.loc["bound", "ci_high"] - rows.loc["bound", "value"], half, rel_tol=1e-9)
+    u = est[(est["policy_id"] == "det") & (est["estimator"] == "scavenging_base_uniform")].set_index("interval_kind")
+    assert math.isclose(main_row(u)["value"], k / T * x.sum(), rel_tol=1e-9)
+    assert math.isclose(main_row(u)["std_error"], k * x.std(ddof=1) / math.sqrt(T), rel_tol=1e-9)
+    assert math.isclose(u.loc["bound", "ci_high"] - u.loc["bound", "value"],
+                        rr * k * math.sqrt(2 * math.log(2 * k / 0.05) / T), rel_tol=1e-9)
+
+
 # ---- numpy simulation of factoring-model logs -> statistics tables (for coverage over many seeds) --------------
 _SIM_NAMES = itertools.count()
 

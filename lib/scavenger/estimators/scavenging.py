@@ -125,12 +125,12 @@ def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: floa
                           uniform: bool = False) -> pd.DataFrame:
     """Action = base (logging) policy; targets whose decisions carry ``base_policy`` on every event."""
     ls = stats.table("log_summary")
-    actions = ls[["logging_policy", "n_events"]].rename(columns={"logging_policy": "key", "n_events": "t"})
     targets = stats.table("base_targets").rename(columns={"base_policy": "key"})
     pe = stats.table("policy_events")
-    if not len(actions) or not len(pe):
+    if not len(ls) or not len(pe):
         return pd.DataFrame(columns=ROW_COLUMNS)
-    log_k = math.log(len(actions))
+    n_actions = len(ls)          # k: the logging (base) policies of the window
+    log_k = math.log(n_actions)
     rr = _reward_range(ls)
     rows = []
     for _, p in pe.sort_values("policy_id").iterrows():
@@ -138,10 +138,12 @@ def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: floa
         if (policies and pid not in policies) or p["n_with_base"] < p["n_events"] or p["n_events"] == 0:
             continue
         n = float(p["n_events"])
-        est = scavenging_estimate(actions, targets[targets["policy_id"] == pid], n, log_k, delta, level, rr)
-        rows += _rows(pid, "scavenging_base", est, int(n), len(actions), level, delta)
+        tg = targets[targets["policy_id"] == pid]
+        # T_a among the events this policy decides (base_targets' t), not among every logged event
+        actions = tg.loc[tg["t"] > 0, ["key", "t"]]
+        est = scavenging_estimate(actions, tg, n, log_k, delta, level, rr)
+        rows += _rows(pid, "scavenging_base", est, int(n), n_actions, level, delta)
         if uniform:
-            est4 = scavenging_estimate(actions, targets[targets["policy_id"] == pid], n, log_k, delta, level, rr,
-                                       uniform=True)
-            rows += _rows(pid, "scavenging_base_uniform", est4, int(n), len(actions), level, delta)
+            est4 = scavenging_estimate(actions, tg, n, log_k, delta, level, rr, uniform=True)
+            rows += _rows(pid, "scavenging_base_uniform", est4, int(n), n_actions, level, delta)
     return pd.DataFrame(rows, columns=ROW_COLUMNS)

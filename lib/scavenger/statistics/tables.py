@@ -198,13 +198,20 @@ def split_policy_groups(g: pd.DataFrame, extras: pd.DataFrame | None = None, K: 
     out["policy_events"] = pe.astype({c: "int64" for c in pe.columns if c.startswith("n_")})
     b = g[has_base]
     match = (b["base_policy"] == b["logging_policy"]).to_numpy()
+    zero = np.zeros(len(b), dtype="int64")
     bt = pd.DataFrame({"dt": b["dt"].to_numpy(), "policy_id": b["policy_id"].to_numpy(),
                        "base_policy": b["base_policy"].to_numpy(), "n_target": b["n_all"].to_numpy(),
                        "n_match": b["n_all"].to_numpy() * match,
                        "s_r": b["s_r_all"].fillna(0).to_numpy() * match,
-                       "s_r2": b["s_r2_all"].fillna(0).to_numpy() * match})
+                       "s_r2": b["s_r2_all"].fillna(0).to_numpy() * match, "t": zero})
+    # t = T_a: the policy's decided events (with a base) that logging policy a served, keyed like the target's
+    # base, so that a target whose decisions cover part of the log is not scaled down by that share
+    served = pd.DataFrame({"dt": b["dt"].to_numpy(), "policy_id": b["policy_id"].to_numpy(),
+                           "base_policy": b["logging_policy"].to_numpy(), "n_target": zero, "n_match": zero,
+                           "s_r": np.zeros(len(b)), "s_r2": np.zeros(len(b)), "t": b["n_all"].to_numpy()})
+    bt = pd.concat([bt, served], ignore_index=True)
     out["base_targets"] = (bt.groupby(["dt", "policy_id", "base_policy"], sort=True).sum().reset_index()
-                           .astype({"n_target": "int64", "n_match": "int64"}))
+                           .astype({"n_target": "int64", "n_match": "int64", "t": "int64"}))
     moment_cols = [c for c in g.columns if c == "n" or c == "n_missing_propensity" or c.startswith(("s_", "max_"))
                    or c.startswith("n_W") or c.startswith("n_Y")]
     moment_cols = [c for c in moment_cols if c not in ("s_r_all", "s_r2_all")]
