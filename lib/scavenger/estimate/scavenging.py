@@ -48,18 +48,20 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
     = (1/T) sum_t w_t r_t with w_t = t_s/T_a on matching events: its interval is the empirical-likelihood one of
     estimators/intervals.py over those weights (w in [0, max t_s]); the Theorem 3 bound beside it."""
     from ..estimators.factored import stratum_weights
-    from ..estimators.scavenging import log_n_slates
+    from ..estimators.scavenging import log_n_layout_slates, log_n_slates
 
     opts = ctx.options
     pe = stats.table("policy_events").set_index("policy_id") if len(stats.table("policy_events")) else None
     ls = stats.table("log_summary")
     sums = ctx.scavenging if ctx.scavenging is not None else pd.DataFrame()
     ap = stats.table("ad_position")
-    n_ads = opts.n_ads or (int(ap["ad_id"].nunique()) if len(ap) else 0)
+    # k = the number of slates: with --n-ads, every catalogue ad at every position (n!/(n-K)!); else the slates
+    # the logged layout allows (each position its logged ads, distinct ads): prod_k n_k for slotted slates
+    K = max(stats.K, 1)
+    log_k = log_n_slates(opts.n_ads, K) if opts.n_ads else log_n_layout_slates(ap, K)
     _, _, r_lo, r_hi = weight_and_reward_bounds(stats)
     d = _Direct("scavenging_ad" if stats.K == 1 else "scavenging_slate",
-                float(ls["n_events"].sum()) if len(ls) else 0.0, log_n_slates(n_ads, max(stats.K, 1)),
-                *reward_range(stats), r_lo, r_hi)
+                float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, *reward_range(stats), r_lo, r_hi)
     strata = stratum_weights(ap)
     out = []
     for p in policies:

@@ -34,6 +34,43 @@ def log_n_slates(n_ads: int, K: int) -> float:
     return float(gammaln(n_ads + 1) - gammaln(n_ads - K + 1))
 
 
+def log_n_layout_slates(ad_position: pd.DataFrame, K: int, max_work: int = 2_000_000) -> float:
+    """ln k for the direct approach without a catalogue size: k = the number of slates of K distinct ads in which
+    each position shows an ad logged at that position (ad_position's (ad_id, position) pairs). A ranked layout
+    (every ad at every position) gives n!/(n-K)!, a slotted one (each position its own ads) prod_k n_k: 27 slates,
+    not 9*8*7 = 504, for 3 positions of 3 ads each. Counted exactly by ads grouped by the positions they appear at
+    (a dynamic programme over the filled positions); where that would cost more than ``max_work`` steps, the
+    smaller of the two upper bounds prod_k n_k and n!/(n-K)!."""
+    if K < 1 or not len(ad_position):
+        return -math.inf
+    ap = ad_position.loc[ad_position["position"].between(1, K), ["ad_id", "position"]].drop_duplicates()
+    per_pos = ap.groupby("position")["ad_id"].nunique().reindex(range(1, K + 1), fill_value=0).to_numpy()
+    if (per_pos == 0).any():
+        return -math.inf
+    masks = ap.assign(bit=np.left_shift(1, ap["position"].to_numpy(np.int64) - 1)).groupby("ad_id")["bit"].sum()
+    classes = masks.value_counts()
+    n = int(len(masks))
+    upper = min(float(np.sum(np.log(per_pos.astype(float)))), log_n_slates(n, K))
+    if len(classes) * 3 ** min(K, 40) > max_work:
+        return upper
+    full = (1 << K) - 1
+    dp = {0: 1}
+    for mask, m in classes.items():
+        mask, m = int(mask), int(m)
+        new = dict(dp)
+        for state, ways in dp.items():
+            free = mask & ~state
+            sub = free
+            while sub:
+                c = bin(sub).count("1")
+                if c <= m:
+                    new[state | sub] = new.get(state | sub, 0) + ways * math.perm(m, c)
+                sub = (sub - 1) & free
+        dp = new
+    count = dp.get(full, 0)
+    return math.log(count) if count > 0 else -math.inf
+
+
 def theorem3_halfwidth(T_used: np.ndarray, T_total: float, log_k: float, delta: float, reward_range: float = 1.0):
     """R sum_a sqrt(2 ln(2 k T / delta) / T_a) over the actions the target uses (T_a > 0)."""
     T_used = np.asarray(T_used, dtype=float)
