@@ -100,34 +100,106 @@ def test_reorder_equals_row_level(case):
     C = np.array([1.0, 0.6, 0.45])
     C0 = np.concatenate([[0.0], C])
     dec = {d["event_id"]: d for d in data["decisions"] if d["policy_id"] == "perm"}
-    x, rr = [], []
+    x, rr, X, RR = [], [], [], []
     for ev in data["logs"]:
         newpos = {s["ad_id"]: s["position"] for s in dec[ev["event_id"]]["slots"]}
-        for s in ev["slots"]:
-            r = s["reward"] or 0.0
-            x.append(r * C0[newpos[s["ad_id"]]] / C0[s["position"]])
-            rr.append(r)
-    x, rr = np.array(x), np.array(rr)
+        xe = [(s["reward"] or 0.0) * C0[newpos[s["ad_id"]]] / C0[s["position"]] for s in ev["slots"]]
+        re = [s["reward"] or 0.0 for s in ev["slots"]]
+        x += xe
+        rr += re
+        X.append(sum(xe))
+        RR.append(sum(re))
+    x, rr, X, RR = np.array(x), np.array(rr), np.array(X), np.array(RR)
     n = len(data["logs"])
-    fac, fsq = stats.table("factored"), stats.table("factored_sq")
-    est = RO.reorder_estimate(fac[fac.policy_id == "perm"], fsq[fsq.policy_id == "perm"], stats.table("ad_position"),
-                              C, n)
+    fac, fsq, rp = stats.table("factored"), stats.table("factored_sq"), stats.table("reorder_pairs")
+    args = (fac[fac.policy_id == "perm"], fsq[fsq.policy_id == "perm"], stats.table("ad_position"), C, n)
+    R = x.sum() / rr.sum()
+    # tables made without reorder_pairs: the impression-level sums
+    est = RO.reorder_estimate(*args)
     assert math.isclose(est["total"], x.sum(), rel_tol=1e-9)
     assert math.isclose(est["value"], x.sum() / n, rel_tol=1e-9)
     assert math.isclose(est["total_std_error"], math.sqrt(x.size * x.var()), rel_tol=1e-9)
-    R = x.sum() / rr.sum()
     assert math.isclose(est["lift"], R, rel_tol=1e-9)
     assert math.isclose(est["lift_std_error"], math.sqrt(((x - R * rr) ** 2).sum()) / rr.sum(), rel_tol=1e-9)
+    # with them: the units are events (X_t, R_t the event's sums over its slots), the values unchanged
+    ev_est = RO.reorder_estimate(*args, pairs=rp[rp.policy_id == "perm"])
+    for k in ("total", "value", "lift", "clicks"):
+        assert ev_est[k] == est[k], k
+    se_event = math.sqrt(X.size * X.var()) / n
+    se_lift = math.sqrt(((X - R * RR) ** 2).sum()) / RR.sum()
+    assert math.isclose(ev_est["std_error"], se_event, rel_tol=1e-9)
+    assert math.isclose(ev_est["lift_std_error"], se_lift, rel_tol=1e-9)
     # the pipeline's rows: only perm re-orders the logged ads on every event
     rows = _pipeline_rows(stats, ("perm", "det", "sto"), C, ("reorder",))
     perm = rows[rows["policy_id"] == "perm"].set_index("estimator")
     assert math.isclose(perm.loc["reorder", "value"], x.sum() / n, rel_tol=1e-9)
-    assert math.isclose(perm.loc["reorder", "std_error"], math.sqrt(x.size * x.var()) / n, rel_tol=1e-9)
+    assert math.isclose(perm.loc["reorder", "std_error"], se_event, rel_tol=1e-9)
     assert math.isclose(perm.loc["reorder_lift", "value"], R, rel_tol=1e-9)
+    assert math.isclose(perm.loc["reorder_lift", "std_error"], se_lift, rel_tol=1e-9)
     assert (perm["n_events"] == n).all() and perm["identified"].all()
     other = rows[rows["policy_id"] != "perm"]
     assert len(other) == 2 and not other["identified"].any() and other["value"].isna().all()
     assert other["reason"].str.contains("re-order").all()
+
+
+def _ranked_reversal(seed: int, n_events: int = 1500, K: int = 4, n_ads: int = 8, users=(0.3, 1.7)):
+    """Ranked logs (K of n_ads ads, ordered by a noisy score, so every ad is seen at several positions), clicks
+    sharing a per-event user factor, and a target that reverses each logged slate ('rev'). (data, C)."""
+    rng = np.random.default_rng(seed)
+    C = np.array([1.0, 0.7, 0.5, 0.35][:K])
+    ctr = np.linspace(0.5, 0.15, n_ads)
+    ads = [f"ad{i}" for i in range(n_ads)]
+    day = pd.Timestamp("2026-03-01").date()
+    logs, decs = [], []
+    for e in range(n_events):
+        order = np.argsort(-(ctr + rng.normal(0, 0.15, n_ads)))[:K]
+        u = rng.choice(users)                          # the event's user: every slot of it clicks more or less
+        slots = [{"position": i + 1, "ad_id": ads[a], "propensity": 0.5,
+                  "reward": float(rng.random() < min(1.0, u * ctr[a] * C[i]))} for i, a in enumerate(order)]
+        eid = f"r{seed}-{e}"
+        logs.append({"event_id": eid, "event_time": pd.Timestamp("2026-03-01 12:00").to_pydatetime(),
+                     "context_id": "c0", "context": {}, "logging_policy": "lp", "slots": slots,
+                     "slate_reward": None, "dt": day})
+        decs.append({"policy_id": "rev", "event_id": eid, "dt": day, "base_policy": None,
+                     "slots": [{"position": i + 1, "ad_id": ads[a], "probability": 1.0}
+                               for i, a in enumerate(order[::-1])]})
+    return {"K": K, "ads": ads, "logs": logs, "decisions": decs}, C
+
+
+def test_reorder_std_error_is_event_level_on_ranked_logs():
+    """The slots of an event share its user and decision: the re-ordering estimate's variance is that of the sum
+    over EVENTS of X_t = sum_i r_i C_{j'} / C_i (and of X_t - L R_t for the lift), within-event cross products
+    included. On ranked logs with a per-event user factor, the impression-level variance (each slot a unit) was
+    wider than this plain-numpy reference (ADC given as a fixed table: no ADC term)."""
+    data, C = _ranked_reversal(7)
+    stats = duck_window(data, ScanPlan(slate_actions=False, context_cells=False, pair_strata=False))
+    try:
+        C0 = np.concatenate([[0.0], C])
+        X, RR, x, rr = [], [], [], []
+        for ev in data["logs"]:
+            K = len(ev["slots"])
+            xe = [s["reward"] * C0[K + 1 - s["position"]] / C0[s["position"]] for s in ev["slots"]]
+            x += xe
+            rr += [s["reward"] for s in ev["slots"]]
+            X.append(sum(xe))
+            RR.append(sum(s["reward"] for s in ev["slots"]))
+        X, RR, x, rr = map(np.array, (X, RR, x, rr))
+        n, A, B = len(X), X.sum(), RR.sum()
+        L = A / B
+        se_value = math.sqrt(np.sum((X - A / n) ** 2)) / n
+        se_lift = math.sqrt(np.sum((X - L * RR) ** 2)) / B
+        rows = _pipeline_rows(stats, ("rev",), C, ("reorder",)).set_index("estimator")
+        assert math.isclose(rows.loc["reorder", "value"], A / n, rel_tol=1e-9)
+        assert math.isclose(rows.loc["reorder_lift", "value"], L, rel_tol=1e-9)
+        assert math.isclose(rows.loc["reorder", "std_error"], se_value, rel_tol=1e-9)
+        assert math.isclose(rows.loc["reorder_lift", "std_error"], se_lift, rel_tol=1e-9)
+        z = rows.loc["reorder_lift", "ci_high"] - L
+        assert math.isclose(z, Z95 * se_lift, rel_tol=1e-9)
+        # the impression-level numbers this replaces differ here (each slot taken as a unit)
+        old_lift = math.sqrt(np.sum((x - L * rr) ** 2)) / B
+        assert abs(old_lift / se_lift - 1) > 0.05, (old_lift, se_lift)
+    finally:
+        stats.engine.close()
 
 
 def test_factored_and_reorder_count_only_the_events_a_policy_decides():

@@ -129,6 +129,7 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
     out = []
     fac, fsq, tp, ap = (stats.table(n) for n in ("factored", "factored_sq", "target_placements", "ad_position"))
     pa = stats.table("policy_ads") if "policy_ads" in stats.tables else None
+    rp = stats.table("reorder_pairs") if "reorder_pairs" in stats.tables else None
     strata = F.ad_strata(ap)
     extra = {"adc_source": ctx.adc_source, "adc_method": opts.adc_method}
     for p in policies:
@@ -159,7 +160,8 @@ def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()
         elif ctx.C is None:
             out.append(not_identified(p, "reorder", ctx.adc_reason, n, opts.level, **extra))
         else:
-            out += _reorder_rows(p, n, f_p, q_p, ap_p, ctx, extra)
+            pairs = None if rp is None else (rp[rp["policy_id"] == p] if len(rp) else rp)
+            out += _reorder_rows(p, n, f_p, q_p, ap_p, ctx, extra, pairs)
     return out
 
 
@@ -187,14 +189,15 @@ def _factored_row(p, n: int, f_p, q_p, T_a, placements, strata, ctx: Context, ex
                **extra)
 
 
-def _reorder_rows(p, n: int, f_p, q_p, ap, ctx: Context, extra: dict) -> list[dict]:
-    """The re-ordering estimate of one target and its lift over the logged order (seed 001 section 4)."""
+def _reorder_rows(p, n: int, f_p, q_p, ap, ctx: Context, extra: dict, pairs=None) -> list[dict]:
+    """The re-ordering estimate of one target and its lift over the logged order (seed 001 section 4); ``pairs``:
+    its ``reorder_pairs`` rows (the event-level variance)."""
     from ..estimators import propagate as P
     from ..estimators import reordering as R
     from ..estimators.intervals import clt_or_none
 
     opts = ctx.options
-    est = R.reorder_estimate(f_p, q_p, ap, ctx.C, n, opts.level)
+    est = R.reorder_estimate(f_p, q_p, ap, ctx.C, n, opts.level, pairs=pairs)
     var_v, var_l = P.reorder_variances(f_p, q_p, ap, ctx.C, n, est, ctx.adc_influence, ctx.C_se)
     out = []
     for name, value, se, note in (

@@ -15,7 +15,9 @@ the same impressions (``influence``: C_i_hat - C_i ~ sum_t b_i(t) (r_t - mu(t)))
 where Sx = sum x, Sxr = sum x r over the (ad, position)'s impressions (from the factored table's s_rp and s_r2p),
 w = m_fold / m the fold's share of them (the factored table has no fold), and (kappa, rho, xbar) = (1/T_a, 0,
 S_a/T_a) for factored, (1/n, 0, A/N) for the per-event re-ordering value, (1/B, lift, 0) for the lift A/B. Both
-terms use only the per-day tables, so the interval needs no extra scan.
+terms use only the per-day tables, so the interval needs no extra scan. The re-ordering estimates' own variance
+var_own is over events (reordering.py, ``reorder_pairs``); the two ADC terms here still take each impression as a
+unit (the within-event products psi_i phi_k, phi_i phi_k of different slots are left out).
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 
 BY_VALUE_EVENTS = 20  # ad_position sums per scope-key value first when the values average >= 20 events each
 LOG_TABLES = ("log_summary", "ad_position", "slate_actions", "context_cells", "pair_strata", "calibration_cells")
 DECISION_TABLES = ("policy_events", "base_targets", "slate_moments", "slate_targets", "slate_covered", "factored",
-                   "factored_sq", "target_placements", "policy_ads")
+                   "factored_sq", "target_placements", "policy_ads", "reorder_pairs")
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,7 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
         tables.update(split_factored(engine.fetch(DT.factored(Kw), "factored")))
         tables["target_placements"] = engine.fetch(DT.target_placements(Kw), "target_placements")
         tables["policy_ads"] = engine.fetch(DT.policy_ads(Kw), "policy_ads")
+        tables["reorder_pairs"] = engine.fetch(DT.reorder_pairs(Kw), "reorder_pairs")
         if "slate_targets" in wanted:
             big["slate_targets"] = _keep(engine, f"scv_{batch}_slate_targets", DT.slate_targets(Kw))
         if "slate_covered" in wanted:

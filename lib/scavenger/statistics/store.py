@@ -34,8 +34,8 @@ BUNDLE = "_small"    # <store>/_small/dt=YYYY-MM-DD.parquet: a day's small table
 # counted once in check a's cells; 3: slate_covered, the direct approach's T_a among a policy's decided events;
 # 4: policy_ads, the factored T_a and the re-ordering lift's clicks among them; 5: policy_ads' ev, the factored
 # eligibility strata's T_s / T among them; 6: base_targets' t, the base-policy action's T_a among a policy's decided
-# events).
-STORE_LAYOUT = 6
+# events; 7: reorder_pairs, the re-ordering estimate's event-level variance).
+STORE_LAYOUT = 7
 
 
 def fingerprint(payload) -> str:

@@ -43,6 +43,7 @@ TABLES: dict[str, Table] = {
     "factored_sq": Table(("policy_id", "ad_id", "pos_i", "pos_j", "pos_j2")),
     "target_placements": Table(("policy_id", "logging_policy", "ad_id", "pos_j")),
     "policy_ads": Table(("policy_id", "ad_id")),
+    "reorder_pairs": Table(("policy_id", "pos_i", "pos_j", "pos_k", "pos_j2")),
     "slate_actions": Table(("held", "slate_key"), big=True),
     "slate_targets": Table(("policy_id", "held", "slate_key"), big=True),
     "slate_covered": Table(("policy_id", "held", "slate_key"), big=True),

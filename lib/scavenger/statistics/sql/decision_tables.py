@@ -240,3 +240,40 @@ FROM (
 ) e
 WHERE x.probability > 0
 GROUP BY dt, policy_id, logging_policy, x.ad_id, x.position"""
+
+
+def reorder_pairs(Kw: int) -> str:
+    """(dt, policy_id, pos_i, pos_j, pos_k, pos_j2): s_v = sums over events (a clean, deterministic decision with a
+    logged click) of products of two terms of the event's rewarded slots i, k (i = k included). A slot at position
+    p with reward r gives the terms (j, v) = (0, r) and, for each entry of the decision showing its ad at j with
+    probability q > 0, (j, r q). Rows with pos_j > 0: the event's X_t^2 = sum r_i q_ij r_k q_kj2 C_j C_j2 / (C_i C_k)
+    term by term (pos_j2 > 0), and X_t R_t (pos_j2 = 0, R_t the event's logged clicks); pos_j = pos_j2 = 0: R_t^2.
+    The re-ordering estimate's event-level variance (estimators/reordering.py): the slots of an event share its
+    user and decision, so the units are events, not impressions. Deterministic decisions only (the re-ordering
+    estimator reads no other), so the rows grow as (K (K + 1))^2 at most per policy."""
+    from .logs import held_slots
+
+    ks = range(1, Kw + 1)
+    cand = ", ".join(f"named_struct('j', {k}, 'q', CASE WHEN d_a_{k} = s.ad_id THEN d_p_{k} END)" for k in ks)
+    simple = f"filter(array({cand}), e -> e.q > 0)" if Kw else "CAST(NULL AS ARRAY<STRUCT<j: INT, q: DOUBLE>>)"
+    listed = ("transform(filter(dslots, x -> x.ad_id = s.ad_id AND x.probability > 0), "
+              "x -> named_struct('j', x.position, 'q', x.probability))")
+    terms = (f"flatten(transform(filter(sl, s -> s.ad_id IS NOT NULL AND s.reward <> 0D), "
+             f"s -> concat(array(named_struct('p', s.position, 'j', 0, 'v', s.reward)), "
+             f"transform(CASE WHEN simple THEN {simple} ELSE {listed} END, "
+             f"u -> named_struct('p', s.position, 'j', u.j, 'v', s.reward * u.q)))))")
+    pairs = ("flatten(transform(ts, u -> transform(filter(ts, o -> u.j > 0 OR o.j = 0), "
+             "o -> named_struct('i', u.p, 'j', u.j, 'k', o.p, 'j2', o.j, 'v', u.v * o.v))))")
+    clicked = " OR ".join([f"coalesce(w_{k}, 0D) <> 0D" for k in ks] + ["xs IS NOT NULL"])
+    return f"""
+SELECT dt, policy_id, e.i AS pos_i, e.j AS pos_j, e.k AS pos_k, e.j2 AS pos_j2, sum(e.v) AS s_v
+FROM (
+  SELECT dt, policy_id, explode({pairs}) AS e
+  FROM (
+    SELECT dt, policy_id, {terms} AS ts
+    FROM (SELECT dt, policy_id, simple, dslots{"".join(f", d_a_{k}, d_p_{k}" for k in ks)},
+            {held_slots(Kw)} AS sl
+          FROM scv_joined WHERE clean AND det AND ({clicked})) x
+  ) y
+) z
+GROUP BY dt, policy_id, e.i, e.j, e.k, e.j2"""
