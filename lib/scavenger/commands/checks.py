@@ -175,7 +175,8 @@ def check_adc_option(adc: str | None, method: str, table=None) -> None:
     ``scavenger adc`` estimates; with --adc PATH a readable ADC table that holds ``method`` with one positive
     coefficient per position 1..n (``table``: that table, already read). ADC numbers (train's --adc 1,0.6,...) are
     parsed where they are used."""
-    from ..estimators.adc import METHODS, check_adc_method_rows
+    from ..estimators.adc import METHODS
+    from ..estimators.adc_table import check_adc_method_rows
 
     if adc in (None, "", "estimate"):
         if method not in METHODS:

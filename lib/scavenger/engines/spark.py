@@ -9,9 +9,7 @@ hdfs:// without libhdfs), Spark's own dynamic partition overwrite replaces the d
 """
 from __future__ import annotations
 
-import os
 import re
-import uuid
 
 import pandas as pd
 

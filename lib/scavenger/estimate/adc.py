@@ -112,7 +112,7 @@ def read_adc_table(path: str) -> pd.DataFrame:
     missing = {"position", "method", "coefficient"} - set(table.columns)
     if missing:
         raise UsageError(f"--adc: table {path} lacks column(s) {sorted(missing)}")
-    from ..estimators.adc import check_adc_table
+    from ..estimators.adc_table import check_adc_table
 
     check_adc_table(table, path)            # values: positions, coefficients, duplicates (exit 2 naming them)
     return table
