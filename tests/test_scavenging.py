@@ -348,6 +348,42 @@ def test_theorem4_k_counts_the_slates_a_slotted_layout_allows():
     assert math.isclose(math.exp(S.log_n_layout_slates(mixed, 2)), 4, rel_tol=1e-12)   # ab, ac, ba, bc
 
 
+def test_theorem_k_of_a_layout_with_a_position_no_row_holds(tmp_path):
+    """Rows holding positions 1 and 3 only (K = 3, position 2 never logged): the layout is positions 1 and 3, k =
+    3 x 3 = 9 slates (it was k = 0, ln k = -inf, and --uniform-logging ended in a math domain error, exit 1). An ad
+    that is the only one of two positions leaves no slate of distinct ads: k is held at 1 (ln k = 0). A 64-position
+    ranked layout counts n!/(n-K)! without overflowing a 64-bit mask."""
+    from scavenger.cli import main
+
+    ap = pd.DataFrame([(f"{p}{j}", p) for p in (1, 3) for j in range(3)], columns=["ad_id", "position"])
+    assert math.isclose(math.exp(S.log_n_layout_slates(ap, 3)), 9, rel_tol=1e-12)
+    one = pd.DataFrame([("x", 1), ("x", 2)], columns=["ad_id", "position"])
+    assert S.log_n_layout_slates(one, 2) == 0.0
+    wide = pd.DataFrame([(f"a{j}", p) for p in range(1, 65) for j in range(70)], columns=["ad_id", "position"])
+    assert math.isclose(S.log_n_layout_slates(wide, 64), S.log_n_slates(70, 64), rel_tol=1e-12)
+    assert S.theorem4_halfwidth(100.0, -math.inf, 0.05) == math.inf
+    from reference import write_parquet
+
+    day = dt.date(2026, 1, 1)
+    logs, decs = [], []
+    for i in range(400):
+        slots = [{"position": p, "ad_id": f"{p}{(i // (p + 1)) % 3}", "propensity": 1 / 3,
+                  "reward": float(i % (p + 2) == 0)} for p in (1, 3)]
+        logs.append({"event_id": f"e{i}", "event_time": dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc),
+                     "context_id": "c", "context": [("k", "v")], "logging_policy": "lp", "slots": slots,
+                     "slate_reward": None, "dt": day})
+        decs.append({"policy_id": "t", "event_id": f"e{i}", "base_policy": "lp", "dt": day,
+                     "slots": [{"position": 1, "ad_id": "10", "probability": 1.0},
+                               {"position": 3, "ad_id": "31", "probability": 1.0}]})
+    L, D = write_parquet({"logs": logs, "decisions": decs}, str(tmp_path / "d"))
+    code = main(["evaluate", "--logs", L, "--decisions", D, "--out", str(tmp_path / "o"), "--gate", "report",
+                 "--uniform-logging", "--engine", "duckdb", "--estimators", "scavenging_slate,scavenging_base"])
+    assert code == 0
+    est = pd.read_parquet(tmp_path / "o" / "estimates")
+    uni = est[est["estimator"] == "scavenging_slate_uniform"]
+    assert len(uni) and np.isfinite(uni["value"].astype(float)).all()
+
+
 # ---- numpy simulation of factoring-model logs -> statistics tables (for coverage over many seeds) --------------
 _SIM_NAMES = itertools.count()
 

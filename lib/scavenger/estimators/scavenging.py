@@ -35,25 +35,27 @@ def log_n_slates(n_ads: int, K: int) -> float:
 
 
 def log_n_layout_slates(ad_position: pd.DataFrame, K: int, max_work: int = 2_000_000) -> float:
-    """ln k for the direct approach without a catalogue size: k = the number of slates of K distinct ads in which
-    each position shows an ad logged at that position (ad_position's (ad_id, position) pairs). A ranked layout
-    (every ad at every position) gives n!/(n-K)!, a slotted one (each position its own ads) prod_k n_k: 27 slates,
-    not 9*8*7 = 504, for 3 positions of 3 ads each. Counted exactly by ads grouped by the positions they appear at
-    (a dynamic programme over the filled positions); where that would cost more than ``max_work`` steps, the
-    smaller of the two upper bounds prod_k n_k and n!/(n-K)!."""
+    """ln k for the direct approach without a catalogue size: k = the number of slates of distinct ads over the
+    positions the logs hold (1..K; a position no row holds is not part of the layout) in which each position shows
+    an ad logged at that position (ad_position's (ad_id, position) pairs). A ranked layout (every ad at every
+    position) gives n!/(n-K)!, a slotted one (each position its own ads) prod_k n_k: 27 slates, not 9*8*7 = 504,
+    for 3 positions of 3 ads each. Counted exactly by ads grouped by the positions they appear at (a dynamic
+    programme over the filled positions); where that would cost more than ``max_work`` steps, the smaller of the two
+    upper bounds prod_k n_k and n!/(n-K)!. At least 1 (ln k >= 0) where any ad is logged: the bounds' ln(2kT/delta)
+    needs k >= 1; -inf without any."""
     if K < 1 or not len(ad_position):
         return -math.inf
     ap = ad_position.loc[ad_position["position"].between(1, K), ["ad_id", "position"]].drop_duplicates()
-    per_pos = ap.groupby("position")["ad_id"].nunique().reindex(range(1, K + 1), fill_value=0).to_numpy()
-    if (per_pos == 0).any():
+    if not len(ap):
         return -math.inf
-    masks = ap.assign(bit=np.left_shift(1, ap["position"].to_numpy(np.int64) - 1)).groupby("ad_id")["bit"].sum()
+    per_pos = ap.groupby("position")["ad_id"].nunique()
+    bit = {int(p): 1 << i for i, p in enumerate(sorted(per_pos.index))}     # Python ints: no overflow at K = 64
+    masks = ap.assign(bit=[bit[int(p)] for p in ap["position"]]).groupby("ad_id")["bit"].agg(lambda b: sum(b))
     classes = masks.value_counts()
-    n = int(len(masks))
-    upper = min(float(np.sum(np.log(per_pos.astype(float)))), log_n_slates(n, K))
-    if len(classes) * 3 ** min(K, 40) > max_work:
-        return upper
-    full = (1 << K) - 1
+    P, n = len(bit), int(len(masks))
+    upper = min(float(np.sum(np.log(per_pos.to_numpy(float)))), log_n_slates(n, P))
+    if len(classes) * 3 ** min(P, 40) > max_work:
+        return max(upper, 0.0)
     dp = {0: 1}
     for mask, m in classes.items():
         mask, m = int(mask), int(m)
@@ -67,8 +69,7 @@ def log_n_layout_slates(ad_position: pd.DataFrame, K: int, max_work: int = 2_000
                     new[state | sub] = new.get(state | sub, 0) + ways * math.perm(m, c)
                 sub = (sub - 1) & free
         dp = new
-    count = dp.get(full, 0)
-    return math.log(count) if count > 0 else -math.inf
+    return math.log(max(dp.get((1 << P) - 1, 0), 1))
 
 
 def theorem3_halfwidth(T_used: np.ndarray, T_total: float, log_k: float, delta: float, reward_range: float = 1.0):
@@ -81,7 +82,9 @@ def theorem3_halfwidth(T_used: np.ndarray, T_total: float, log_k: float, delta: 
 
 
 def theorem4_halfwidth(T_total: float, log_k: float, delta: float, reward_range: float = 1.0) -> float:
-    """R k sqrt(2 ln(2k/delta) / T)."""
+    """R k sqrt(2 ln(2k/delta) / T) (inf where k or T says nothing: no slate, no event)."""
+    if not math.isfinite(log_k) or not T_total > 0:
+        return math.inf
     k = math.exp(min(log_k, 700.0))
     return float(reward_range * k * math.sqrt(2.0 * (math.log(2.0) + log_k - math.log(delta)) / T_total))
 
