@@ -384,6 +384,31 @@ def test_theorem_k_of_a_layout_with_a_position_no_row_holds(tmp_path):
     assert len(uni) and np.isfinite(uni["value"].astype(float)).all()
 
 
+def test_n_ads_fewer_than_the_positions_a_slate_fills():
+    """--n-ads 1 on K = 3 logs: no slate of 3 distinct ads out of 1 (k = 0, ln k = -inf) put ln(2kT/delta) < 0 into a
+    square root (math domain error, exit 1); now the Theorem 3/4 rows say why and the EL row stays. k counts the
+    positions the logs hold: rows at positions 2 and 5 only with --n-ads 2 give k = 2 slates, not n!/(n-5)! = 0."""
+    data = build_random(seed=3, K=3, n_ads=5, days=(0,), per_day=40, with_nulls=False)
+    ev, eng = run_evaluate(data, ["scavenging_slate"], uniform_logging=True, delta=0.05, n_ads=1)
+    eng.close()
+    est = ev.estimates[ev.estimates["policy_id"] == "det"]
+    direct = est[est["estimator"] == "scavenging_slate"]
+    assert (direct["interval_kind"] == "el").any() or direct["identified"].any()
+    no_k = est[est["reason"].fillna("").str.contains("--n-ads 1 is fewer ads than the 3 positions")]
+    assert len(no_k) == 3 and not no_k["identified"].any()       # the Theorem 3 bound, both Theorem 4 rows
+    for e in data["logs"]:
+        for s, p in zip(sorted(e["slots"], key=lambda s: s["position"])[:2], (2, 5)):
+            s["position"] = p
+        e["slots"] = [s for s in e["slots"] if s["position"] in (2, 5)]
+    for d in data["decisions"]:
+        d["slots"] = [dict(s, position={1: 2, 2: 5}[s["position"]]) for s in d["slots"] if s["position"] < 3]
+    ev, eng = run_evaluate(data, ["scavenging_slate"], delta=0.05, n_ads=2)
+    eng.close()
+    est = ev.estimates
+    assert est["note"].fillna("").str.endswith(" k=2").any(), est["note"].tolist()
+    assert not est["reason"].fillna("").str.contains("--n-ads").any()
+
+
 # ---- numpy simulation of factoring-model logs -> statistics tables (for coverage over many seeds) --------------
 _SIM_NAMES = itertools.count()
 

@@ -40,6 +40,7 @@ class _Direct:
     hi_r: float
     r_lo: float
     r_hi: float
+    k_why: str | None = None
 
 
 def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
@@ -58,10 +59,17 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
     # k = the number of slates: with --n-ads, every catalogue ad at every position (n!/(n-K)!); else the slates
     # the logged layout allows (each position its logged ads, distinct ads): prod_k n_k for slotted slates
     K = max(stats.K, 1)
-    log_k = log_n_slates(opts.n_ads, K) if opts.n_ads else log_n_layout_slates(ap, K)
+    # the positions the logs hold (positions 2 and 5 only: slates of 2 ads), as log_n_layout_slates counts them
+    held = int(ap.loc[ap["position"].between(1, K), "position"].nunique()) if len(ap) else 0
+    log_k = log_n_slates(opts.n_ads, max(held, 1)) if opts.n_ads else log_n_layout_slates(ap, K)
+    k_why = None
+    if not math.isfinite(log_k):
+        k_why = (f"--n-ads {opts.n_ads} is fewer ads than the {held} positions a logged slate fills: no slate of "
+                 f"distinct ads fits that catalogue (k = 0), so Theorems 3/4 give no bound" if opts.n_ads else
+                 "no ad is logged at any position: k, the number of slates of Theorems 3/4, is 0")
     _, _, r_lo, r_hi = weight_and_reward_bounds(stats)
     d = _Direct("scavenging_ad" if stats.K == 1 else "scavenging_slate",
-                float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, *reward_range(stats), r_lo, r_hi)
+                float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, *reward_range(stats), r_lo, r_hi, k_why)
     strata = stratum_weights(ap)
     out = []
     for p in policies:
@@ -111,7 +119,9 @@ def _direct_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts) -> list[dict]:
                               1.0 - unsupported)
     out = [row(p, d.name, value, se, math.nan if why else lo, math.nan if why else hi,
                "none" if why else "el", n, opts.level, reason=why, **extra)]
-    if unsupported == 0:
+    if d.k_why:
+        out.append(not_identified(p, d.name, d.k_why, n, 1 - opts.delta, **extra))
+    elif unsupported == 0:
         log_term = math.log(2.0) + d.log_k + math.log(d.T) - math.log(opts.delta)
         half = (d.hi_r - d.lo_r) * float(np.sum(share * math.sqrt(2.0 * log_term) * g["inv_sqrt_t"].to_numpy(float)))
         out.append(row(p, d.name, value, se, value - half, value + half, "bound", n, 1 - opts.delta, **extra))
@@ -120,7 +130,8 @@ def _direct_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts) -> list[dict]:
                        reason=f"{unsupported:.2%} of the target's events show a slate never logged: Theorem 3 "
                               f"gives no bound for that mass", **extra))
     if opts.uniform_logging and len(g) == 1:
-        out += _theorem4_rows(p, n, g, d, opts, extra)
+        out += ([not_identified(p, d.name + "_uniform", d.k_why, n, lv, **extra) for lv in (opts.level, 1 - opts.delta)]
+                if d.k_why else _theorem4_rows(p, n, g, d, opts, extra))
     return out
 
 
