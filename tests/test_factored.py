@@ -230,6 +230,28 @@ def test_reorder_with_estimated_adcs_keeps_one_unit_for_its_variance():
         stats.engine.close()
 
 
+@pytest.mark.parametrize("adc", ["estimate", "table"])
+def test_reorder_keeping_the_logged_order_claims_no_zero_width_interval(adc, tmp_path):
+    """A target that keeps the logged order has lift 1 and every X_t = R_t: no variation. With estimated ADCs,
+    rounding left the lift a std error of 1e-17 and a CLT interval [1, 1] (1/C_i - C_j/C_i^2 an ulp from 0 in the
+    ADC gradient), where the same shape elsewhere said "every per-event term is equal"."""
+    from test_scavenging import run_evaluate
+
+    data = build_random(seed=4, K=3, n_ads=6, days=(0,), per_day=60, with_nulls=False)
+    day = data["logs"][0]["dt"]
+    data["decisions"] = [{"policy_id": "keep", "event_id": e["event_id"], "dt": day, "base_policy": None,
+                          "slots": [{"position": s["position"], "ad_id": s["ad_id"], "probability": 1.0}
+                                    for s in e["slots"]]} for e in data["logs"]]
+    if adc == "table":      # ADCs given: the event-level variance (reorder_pairs)
+        adc = str(tmp_path / "adc.csv")
+        pd.DataFrame({"position": [1, 2, 3], "method": "heuristic", "coefficient": [1.0, 0.6, 0.35]}).to_csv(adc)
+    ev, eng = run_evaluate(data, ["reorder"], adc=adc, adc_method="heuristic")
+    eng.close()
+    lift = ev.estimates.set_index("estimator").loc["reorder_lift"]
+    assert math.isclose(lift["value"], 1.0, rel_tol=1e-12)
+    assert lift["std_error"] == 0.0 and lift["interval_kind"] == "none", lift[["std_error", "ci_low", "ci_high"]]
+
+
 def test_factored_and_reorder_count_only_the_events_a_policy_decides():
     """Decisions that cover part of the log: T_a (factored) and the logged clicks (the lift's denominator) are
     counted among the events the policy has a decision for, as its n_events is. Counted over every logged event,

@@ -106,7 +106,9 @@ def ratio_gradient(factored: pd.DataFrame, C: np.ndarray, weight) -> dict:
     i, j = factored["pos_i"].to_numpy(int), factored["pos_j"].to_numpy(int)
     ws = np.asarray(weight, dtype=float) * factored["s_rp"].to_numpy(float)
     ci, cj = _coef(C, i), _coef(C, j)
-    return {m + 1: float(np.nansum(ws * ((j == m + 1) / ci - (i == m + 1) * cj / ci ** 2))) for m in range(1, len(C))}
+    # (1[j = m] - 1[i = m] C_j / C_i) / C_i: exactly 0 where i = j = m (C_j / C_i = 1 in floating point, where
+    # 1/C_i - C_j/C_i^2 left an ulp: a target keeping the logged order got a lift interval [1, 1] of width 1e-17)
+    return {m + 1: float(np.nansum(ws * ((j == m + 1) - (i == m + 1) * (cj / ci)) / ci)) for m in range(1, len(C))}
 
 
 def impression_sums(factored: pd.DataFrame, C: np.ndarray) -> pd.DataFrame:
