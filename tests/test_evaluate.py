@@ -292,3 +292,30 @@ def test_generator_truth_factored_and_reorder(factored_reorder_run):
     ctr = "reorder_ctr_2026-01-01_2026-01-01"
     assert lift.loc[ctr, "value"] > 1 + 3 * lift.loc[ctr, "std_error"]
     assert abs(lift.loc["reorder_random_1", "value"] - 1) <= 3 * lift.loc["reorder_random_1", "std_error"]
+
+
+def test_a_named_policy_whose_events_were_all_quarantined_says_so():
+    """--policies A,B where every event B decides was quarantined (a duplicate ad) and A's were not: B was silently
+    missing from the estimates (no row, no reason); now each estimator has a row for B saying why."""
+    from scavenger.engines.duck import DuckDBEngine
+    from scavenger.pipelines.common import GateConfig, describe_inputs
+    from scavenger.pipelines.evaluate import EvaluateOptions, evaluate
+    from reference import arrow_tables
+
+    data = build_random(seed=5, K=2, n_ads=5, days=(0,), per_day=40, with_nulls=False)
+    bad = data["logs"][:4]
+    for ev in bad:
+        ev["slots"][1]["ad_id"] = ev["slots"][0]["ad_id"]                 # DUPLICATE_AD: quarantined
+    keep = [d for d in data["decisions"] if d["policy_id"] == "det"]
+    data["decisions"] = keep + [dict(d, policy_id="B") for d in keep[:4]]
+    eng = DuckDBEngine("test")
+    try:
+        ev = evaluate(eng, describe_inputs(*arrow_tables(data)),
+                      EvaluateOptions(estimators=["scavenging_slate", "factored"], policies=["det", "B"]),
+                      GateConfig(mode="report", great_expectations=False, max_quarantine_share=1.0))
+    finally:
+        eng.close()
+    b = ev.estimates[ev.estimates["policy_id"] == "B"]
+    assert set(b["estimator"]) == {"scavenging_slate", "factored"}, ev.estimates[["policy_id", "estimator"]]
+    assert not b["identified"].any() and b["reason"].str.contains("quarantined").all()
+    assert any("(B)" in r for r in ev.refused)

@@ -157,7 +157,13 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     if "scavenging_slate" in run:
         ctx.scavenging = E.scavenging_sums(stats)
     names = [r["policy_id"] for r in options.reorder]
-    est = finish(estimate_window(stats, policies, run, ctx, names), ctx, window, options.level)
+    rows = estimate_window(stats, policies, run, ctx, names)
+    # a policy --policies names whose decisions fall on no clean event (every event it decides was quarantined)
+    # while others' do: a row per estimator that says so, not a policy silently missing from the output
+    rows += [E.not_identified(p, e, f"no decision of policy {p} falls on a clean logged event of the window (every "
+                                    f"event it decides was quarantined, see quarantine/, or it decides none)", 0,
+                              options.level) for p in options.policies or [] if p not in policies for e in run]
+    est = finish(rows, ctx, window, options.level)
     diag = _diagnostics(stats, policies, ctx, notes)
     warnings, unused_diag = unused_rows(est)
     if unused_diag:
