@@ -31,8 +31,9 @@ def add_arguments(parser):
     parser.add_argument("--level", type=float, default=0.95, help="level of the intervals")
     parser.add_argument("--uniform-logging", action="store_true",
                         help="logging is uniform over actions: add the Theorem 4 estimates")
-    parser.add_argument("--n-ads", type=int, default=None, help="ad catalogue size n for k of Theorems 3/4: k = n!/(n-K)! (every ad allowed at "
-                             "every position); default: the slates the logged layout allows")
+    parser.add_argument("--n-ads", type=int, default=None, help="ad catalogue size n for k of Theorems 3/4: k = n!/(n-P)! over the P positions the "
+                             "logs hold (every ad allowed at every position); default: the slates the logged "
+                             "layout allows")
     parser.add_argument("--prior-mean", type=float, default=None, help="PI++ prior P' (default: logged mean reward)")
     parser.add_argument("--reorder", action="append", default=[],
                         help="add a re-ordering policy: random[:seed], ctr:FIT_FROM:FIT_TO, scores:PATH "
