@@ -50,7 +50,8 @@ def stored(cli_run, dataset):
     wanted = registry.resolve(None)
     checks = registry.checks_for(wanted)
     eng = DuckDBEngine("test")
-    window = run_window(eng, describe_inputs(logs, decs), checks, registry.plan_for(wanted, checks),
+    plan = registry.plan_for(wanted, checks, adcs_given=False)     # the CLI run estimated its ADCs
+    window = run_window(eng, describe_inputs(logs, decs), checks, plan,
                         GateConfig(mode="off"), StatsConfig(), str(root / "st"))
     yield window.stats
     eng.close()

@@ -75,7 +75,7 @@ ESTIMATORS: dict[str, Estimator] = {e.name: e for e in [
     Estimator("reorder", "adc_based",
               "V(h_pi) = sum_{a,i,j} F(a,i,j) C_j / C_i; lift = V / logged clicks (seed 001 sec. 4.2-4.4)",
               aliases=("reordering",), checks=_SCAV, tables=("factored", "factored_sq", "ad_position",
-                                                             "policy_ads", "policy_events"),
+                                                             "policy_ads", "reorder_pairs", "policy_events"),
               identification="the target re-orders the logged ads on every event, and ADCs are identified",
               recommend_rank=5, outputs=("reorder_lift",)),
     Estimator("slate_ips", "slate", "mean(r W), W = prod_k pi_k/mu_k (seed 002 eq. 2)", aliases=("ips",),
@@ -163,10 +163,13 @@ def estimators_relying_on(check: str, estimators) -> list[str]:
     return [n for n in estimators if check in get(n).checks]
 
 
-def plan_for(estimators, checks=()) -> "ScanPlan":
-    """The optional statistics tables a scan must compute for these estimators and checks."""
+def plan_for(estimators, checks=(), adcs_given: bool = True) -> "ScanPlan":
+    """The optional statistics tables a scan must compute for these estimators and checks. ``adcs_given``: False
+    when the ADCs are estimated from the same logs, whose re-ordering variance is per impression
+    (estimate/adc._reorder_rows): reorder_pairs is then read by nothing."""
     from .statistics.scan import ScanPlan
 
     tables = {t for n in estimators for t in get(n).tables}
     return ScanPlan(slate_actions="slate_actions" in tables or "slate_targets" in tables,
-                    context_cells="a" in checks, pair_strata="d" in checks)
+                    context_cells="a" in checks, pair_strata="d" in checks,
+                    reorder_pairs="reorder_pairs" in tables and adcs_given)

@@ -141,7 +141,8 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     checks = registry.checks_for(wanted)
     config = config or StatsConfig(rules=gate.rules)
     derived, spec = derived_policies(engine, inputs, options, gate, config, store, batch_days)
-    window = run_window(engine, inputs, checks, registry.plan_for(wanted, checks), gate, config, store,
+    plan = registry.plan_for(wanted, checks, adcs_given=options.adc not in (None, "", "estimate"))
+    window = run_window(engine, inputs, checks, plan, gate, config, store,
                         quarantine_dir, run_id, batch_days, decisions_key=spec, derived=derived)
     require_clean_rows(window, "policy value")
     run, notes, refused = _gate_estimators(wanted, bool(options.estimators), window, gate)

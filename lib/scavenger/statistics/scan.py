@@ -61,6 +61,7 @@ class ScanPlan:
     slate_actions: bool = True
     context_cells: bool = True
     pair_strata: bool = True
+    reorder_pairs: bool = True   # the re-ordering estimates' event-level variance: read only with ADCs given
 
     def tables(self, decisions: bool, fixed_key: bool) -> set:
         out = {"log_summary", "ad_position", "log_counts"}
@@ -71,6 +72,8 @@ class ScanPlan:
             out |= set(DECISION_TABLES) | {"decision_counts"}
             if not self.slate_actions:
                 out -= {"slate_targets", "slate_covered"}
+            if not self.reorder_pairs:
+                out.discard("reorder_pairs")
         return out
 
 
@@ -184,7 +187,8 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
         tables.update(split_factored(engine.fetch(DT.factored(Kw), "factored")))
         tables["target_placements"] = engine.fetch(DT.target_placements(Kw), "target_placements")
         tables["policy_ads"] = engine.fetch(DT.policy_ads(Kw), "policy_ads")
-        tables["reorder_pairs"] = engine.fetch(DT.reorder_pairs(Kw), "reorder_pairs")
+        if "reorder_pairs" in wanted:
+            tables["reorder_pairs"] = engine.fetch(DT.reorder_pairs(Kw), "reorder_pairs")
         if "slate_targets" in wanted:
             big["slate_targets"] = _keep(engine, f"scv_{batch}_slate_targets", DT.slate_targets(Kw))
         if "slate_covered" in wanted:
