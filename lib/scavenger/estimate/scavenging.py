@@ -48,7 +48,7 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
     --uniform-logging). V = sum_s (t_s/T) V_s over the strata of held positions (one stratum for full slates),
     = (1/T) sum_t w_t r_t with w_t = t_s/T_a on matching events: its interval is the empirical-likelihood one of
     estimators/intervals.py over those weights (w in [0, max t_s]); the Theorem 3 bound beside it."""
-    from ..estimators.factored import stratum_weights
+    from ..estimators.factored import ad_strata
     from ..estimators.scavenging import log_n_layout_slates, log_n_slates
 
     opts = ctx.options
@@ -70,7 +70,7 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
     _, _, r_lo, r_hi = weight_and_reward_bounds(stats)
     d = _Direct("scavenging_ad" if stats.K == 1 else "scavenging_slate",
                 float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, *reward_range(stats), r_lo, r_hi, k_why)
-    strata = stratum_weights(ap)
+    strata = ad_strata(ap)
     out = []
     for p in policies:
         if pe is None or p not in pe.index:
@@ -81,7 +81,7 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
             # the events that logged a slate all come from its ads' stratum, so sum_a S_a/T_a adds the strata's
             # values instead of averaging them (seed 001 Theorem 1 needs exploration independent of x)
             out.append(not_identified(p, d.name, f"the calibration key partitions the ads into "
-                                                 f"{strata.attrs['strata']} eligibility strata (each ad shown under "
+                                                 f"{strata.nunique()} eligibility strata (each ad shown under "
                                                  f"one value only): the direct approach compares whole slates across "
                                                  f"them; evaluate one stratum at a time (factored weights the strata)",
                                       n, opts.level))

@@ -49,17 +49,13 @@ def ad_impressions(ad_position: pd.DataFrame) -> pd.Series:
     return ad_position.groupby("ad_id")["m"].sum().astype(float)
 
 
-def stratum_weights(ad_position: pd.DataFrame, min_per_ad: float = 20.0,
-                    events: pd.DataFrame | None = None) -> pd.Series | None:
+def stratum_weights(ad_position: pd.DataFrame, min_per_ad: float = 20.0) -> pd.Series | None:
     """w_a = T_s(a) / T per ad when the calibration key partitions the ads over the whole window (>= 2 values, every
     ad under one value, >= 2 ads per value, >= ``min_per_ad`` impressions per ad on average: the rule of check a
-    and e, checks.calibration.partition_strata); T_s = sum over the ads of s of ev (events). None otherwise.
-    ``events``: the rows (ad_id, ev) T_s and T are counted over (a policy's decided events: policy_ads), else
-    ``ad_position`` (every logged event)."""
+    and e, checks.calibration.partition_strata); T_s = sum over the ads of s of ev (every logged event; a policy's
+    decided events: :func:`strata_shares` of its policy_ads rows). None otherwise."""
     strata = ad_strata(ad_position, min_per_ad)
-    if strata is None:
-        return None
-    return strata_shares(strata, ad_position if events is None else events)
+    return None if strata is None else strata_shares(strata, ad_position)
 
 
 def ad_strata(ad_position: pd.DataFrame, min_per_ad: float = 20.0) -> pd.Series | None:
