@@ -238,13 +238,10 @@ def ref_tables(data):
             x = s["reward"] or 0.0
             ap[(ev["logging_policy"], s["ad_id"], s["position"])] += [1, x, x * x]
     ref["log_summary"], ref["ad_position"] = ls, ap
-    T = defaultdict(int)
-    for ev in events:
-        T[(held(ev["slots"]), lkey(ev["slots"]))] += 1
-    ref["slate_actions"] = T
     by_id = {ev["event_id"]: ev for ev in events}
     pe, fac, fsq = defaultdict(lambda: np.zeros(5)), defaultdict(lambda: np.zeros(2)), defaultdict(float)
     tp, base, tg = defaultdict(float), defaultdict(lambda: np.zeros(4)), defaultdict(lambda: np.zeros(4))
+    covered = defaultdict(int)     # slate_covered: T_a of the logged slates among each policy's decided events
     Ys = defaultdict(lambda: ([], []))
     for d in decisions:
         ev = by_id[d["event_id"]]
@@ -255,6 +252,7 @@ def ref_tables(data):
             sorted(s["ad_id"] for s in ev["slots"])
         partial = held(ev["slots"]) != ",".join(str(k) for k in range(1, K + 1))
         pe[p] += [1, det, d["base_policy"] is not None, reorder, partial]
+        covered[(p, held(ev["slots"]), lkey(ev["slots"]))] += 1
         if d["base_policy"] is not None:
             m = d["base_policy"] == ev["logging_policy"]
             base[(p, d["base_policy"])] += [1, m, m * r, m * r * r]
@@ -290,7 +288,7 @@ def ref_tables(data):
         Ys[(p, ev["logging_policy"])][0].append(r)
         Ys[(p, ev["logging_policy"])][1].append(Y)
     ref.update(policy_events=pe, factored=fac, factored_sq=fsq, target_placements=tp, base_targets=base,
-               slate_targets=tg)
+               slate_targets=tg, slate_covered=covered)
     ref["slate_moments"] = {k: SlateMoments.from_arrays(np.array(v[0]), np.array(v[1]).reshape(-1, K))
                             for k, v in Ys.items()}
     return ref

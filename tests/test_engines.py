@@ -37,7 +37,7 @@ def statements():
                     (f"decision_counts Kw={Kw}", D.decision_counts(Kw)),
                     (f"policy_groups K={K} Kw={Kw}", DT.policy_groups(K, Kw)), (f"factored Kw={Kw}", DT.factored(Kw)),
                     (f"policy_extras Kw={Kw}", DT.policy_extras(Kw)), (f"pair_cells Kw={Kw}", T.pair_cells(Kw)),
-                    (f"slate_actions Kw={Kw}", T.slate_actions(Kw)), (f"slate_targets Kw={Kw}", DT.slate_targets(Kw)),
+                    (f"slate_targets Kw={Kw}", DT.slate_targets(Kw)),
                     (f"slate_covered Kw={Kw}", DT.slate_covered(Kw)),
                     (f"target_placements Kw={Kw}", DT.target_placements(Kw))]
     out += [("ad_position", T.ad_position(3)), ("ad_position boot", T.ad_position(3, 3, 1, "stratum")),
@@ -132,7 +132,7 @@ def test_every_table_equal_between_engines(spark, tmp_path, shape, monkeypatch):
     for name, t in TABLES.items():
         if t.big:
             cols = ", ".join(c for c in ("held", "slate_key", "policy_id", "id_hash", "dt") if c in
-                             {"slate_actions": ("dt", "held", "slate_key"), "slate_targets": ("dt", "policy_id",
+                             {"slate_targets": ("dt", "policy_id",
                               "held", "slate_key"), "slate_covered": ("dt", "policy_id", "held", "slate_key"),
                               "event_ids": ("dt", "id_hash")}[name])
             q = lambda s: s.engine.fetch(f"SELECT * FROM {s.big[name]}")  # noqa: E731
@@ -226,6 +226,35 @@ def test_estimates_and_verdicts_equal_between_engines(spark, tmp_path):
     assert va[["check", "scope", "verdict"]].equals(vb[["check", "scope", "verdict"]])
     assert np.allclose(va["statistic"].astype(float).fillna(-1), vb["statistic"].astype(float).fillna(-1),
                        rtol=1e-9)
+
+
+def test_quarantined_rows_keep_their_context_map(spark, tmp_path):
+    """The flagged rows hold the context as its JSON text (scv_ev.context_json); the quarantined rows carry the map
+    back exactly, on both engines: null and empty maps, null values, quotes, backslashes, markup, key order."""
+    from scavenger.engines import open_engine
+    from scavenger.pipelines.common import describe_inputs, window_dates
+    from scavenger.statistics.scan import ScanPlan, StatsConfig
+    from scavenger.statistics.window import window_statistics
+
+    data = build_random(seed=6, K=2, n_ads=5, days=(0,), per_day=2 * len(ODD_CONTEXTS), with_nulls=False)
+    want = {}
+    for i, row in enumerate(data["logs"]):
+        row["context"] = ODD_CONTEXTS[i % len(ODD_CONTEXTS)]
+        if i % 2 == 0:                                   # half the rows quarantined (a propensity above 1)
+            row["slots"][0]["propensity"] = 1.5
+            want[row["event_id"]] = row["context"]
+    write_parquet(data, str(tmp_path))
+    for name in ("duckdb", "spark"):
+        eng = open_engine(name, "test", spark=spark if name == "spark" else None)
+        inputs = describe_inputs(f"{tmp_path}/logs", f"{tmp_path}/decisions")
+        window_statistics(eng, inputs.logs, inputs.decisions, window_dates(eng, inputs), ScanPlan(), StatsConfig(),
+                          quarantine_dir=str(tmp_path / f"q_{name}"))
+        eng.close()
+        q = pd.read_parquet(tmp_path / f"q_{name}" / "logs")
+        got = {r.event_id: (None if r.context is None else dict(r.context)) for r in q.itertuples()}
+        assert got == want, name
+        ordered = {r.event_id: None if r.context is None else [k for k, _ in r.context] for r in q.itertuples()}
+        assert all(ordered[e] == (None if c is None else list(c)) for e, c in want.items()), name
 
 
 HOSTILE_TEXT = ["it's", "a\\", "\\'", "${env:HOME}", "${spark.app.name}", "\u00e9 \u4e2d", "tab\tnew\nline", "\u0001",

@@ -29,7 +29,7 @@ Z95 = float(norm.ppf(0.975))
 @pytest.fixture(scope="module")
 def case():
     data = build_random(seed=13, K=3, n_ads=6, days=(0, 1), per_day=120)
-    stats = duck_window(data, ScanPlan(slate_actions=False))
+    stats = duck_window(data, ScanPlan(slate_targets=False))
     events, decisions = clean(data)
     assert len(events) < len(data["logs"])       # null rewards without a slate reward are set aside
     yield {"K": data["K"], "ads": data["ads"], "logs": events, "decisions": decisions}, stats
@@ -172,7 +172,7 @@ def test_reorder_std_error_is_event_level_on_ranked_logs():
     included. On ranked logs with a per-event user factor, the impression-level variance (each slot a unit) was
     wider than this plain-numpy reference (ADC given as a fixed table: no ADC term)."""
     data, C = _ranked_reversal(7)
-    stats = duck_window(data, ScanPlan(slate_actions=False, context_cells=False, pair_strata=False))
+    stats = duck_window(data, ScanPlan(slate_targets=False, context_cells=False, pair_strata=False))
     try:
         C0 = np.concatenate([[0.0], C])
         X, RR, x, rr = [], [], [], []
@@ -208,7 +208,7 @@ def test_reorder_with_estimated_adcs_keeps_one_unit_for_its_variance():
     own variance with per-impression ADC terms under-covered when an event's clicks share a user factor (lift std
     error 0.0051 against a spread of 0.0069 over 150 simulated windows; per impression 0.0108)."""
     data, _ = _ranked_reversal(7)
-    stats = duck_window(data, ScanPlan(slate_actions=False, context_cells=False, pair_strata=False))
+    stats = duck_window(data, ScanPlan(slate_targets=False, context_cells=False, pair_strata=False))
     try:
         def rows(tables):
             ctx = E.Context(options=EvaluateOptions(estimators=["reorder"], adc="estimate", adc_method="heuristic"))
@@ -272,7 +272,7 @@ def test_factored_and_reorder_count_only_the_events_a_policy_decides():
     data = build_random(seed=13, K=3, n_ads=6, days=(0, 1), per_day=120, with_nulls=False)
     keep = {e["event_id"] for i, e in enumerate(data["logs"]) if i % 5 < 3}
     data["decisions"] = [d for d in data["decisions"] if d["event_id"] in keep or d["policy_id"] == "sto"]
-    stats = duck_window(data, ScanPlan(slate_actions=False))
+    stats = duck_window(data, ScanPlan(slate_targets=False))
     try:
         C = np.array([1.0, 0.6, 0.45])
         covered = {"logs": [e for e in data["logs"] if e["event_id"] in keep], "decisions": data["decisions"]}
@@ -467,7 +467,7 @@ def test_factored_weights_eligibility_strata():
     Var = sum_a w_a^2 s2_a/T_a, equal to numpy; the direct approach says it cannot compare slates across strata."""
     data = _partitioned()
     C = np.array([1.0, 0.7])
-    stats = duck_window(data, ScanPlan(slate_actions=False))
+    stats = duck_window(data, ScanPlan(slate_targets=False))
     try:
         w = FA.stratum_weights(stats.table("ad_position"))
         n_s = defaultdict(int)
@@ -510,7 +510,7 @@ def test_factored_strata_weights_count_only_the_events_a_policy_decides():
     data["decisions"] = [d for d in data["decisions"]
                          if rng.random() < (0.45 if stratum[d["event_id"]] == "s0" else 0.95)]
     C = np.array([1.0, 0.7, 0.5])
-    stats = duck_window(data, ScanPlan(slate_actions=False))
+    stats = duck_window(data, ScanPlan(slate_targets=False))
     try:
         dec = {d["event_id"]: {x["ad_id"]: x["position"] for x in d["slots"]} for d in data["decisions"]}
         n_s = defaultdict(int)

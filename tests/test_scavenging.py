@@ -513,15 +513,13 @@ def simulate_tables(seed: int, T: int = 4000, K: int = 2, n_ads: int = 4, n_ctx:
 
 
 def register_big(stats: WindowStats, engine, actions: pd.DataFrame, targets: pd.DataFrame, name=None) -> None:
-    """The big slate tables (dt, held, slate_key, t) and (dt, policy_id, held, slate_key, n_target, n_match, s_r,
-    s_r2) as engine relations of ``stats`` (named ``name``, replacing an earlier one, or new names). Every target
+    """The big slate tables: the logged slates ``actions`` (dt, held, slate_key, t) as each policy's slate_covered,
+    and ``targets`` (dt, policy_id, held, slate_key, n_target, n_match, s_r, s_r2), as engine relations of ``stats`` (named ``name``, replacing an earlier one, or new names). Every target
     decides every event here, so each policy's slate_covered counts are the logged ones."""
     n = next(_SIM_NAMES) if name is None else name
-    stats.big = {"slate_actions": f"sim_actions_{n}", "slate_targets": f"sim_targets_{n}",
-                 "slate_covered": f"sim_covered_{n}"}
+    stats.big = {"slate_targets": f"sim_targets_{n}", "slate_covered": f"sim_covered_{n}"}
     covered = pd.concat([actions.assign(policy_id=p) for p in sorted(targets["policy_id"].unique())],
                         ignore_index=True)
-    engine.register_frame(stats.big["slate_actions"], actions)
     engine.register_frame(stats.big["slate_targets"], targets)
     engine.register_frame(stats.big["slate_covered"], covered)
     stats.engine = engine
@@ -564,13 +562,14 @@ def test_simulated_tables_direct_approach_equals_pure_function(duck):
     scavenging_estimate of estimators/scavenging.py (V, CLT std error, Theorem 3 and 4 half-widths)."""
     stats, truth, _, _ = simulate_tables(5, T=2000, engine=duck)
     est = scavenging_rows(stats, sorted(truth), delta=0.05, uniform=True)
-    actions = duck.fetch(f"SELECT slate_key AS key, t FROM {stats.big['slate_actions']}")
     targets = duck.fetch(f"SELECT * FROM {stats.big['slate_targets']}").rename(columns={"slate_key": "key"})
     log_k = S.log_n_slates(4, 2)
     ls = stats.table("log_summary")
     rr = max(float(ls["r_max"].max()), 1.0)
+    covered = duck.fetch(f"SELECT policy_id, slate_key AS key, t FROM {stats.big['slate_covered']}")
     for pid in truth:
         tg = targets[targets["policy_id"] == pid]
+        actions = covered[covered["policy_id"] == pid][["key", "t"]]
         for uniform, name in ((False, "scavenging_slate"), (True, "scavenging_slate_uniform")):
             want = S.scavenging_estimate(actions, tg, 2000, log_k, 0.05, 0.95, rr, uniform=uniform)
             rows = est[(est["policy_id"] == pid) & (est["estimator"] == name)].set_index("interval_kind")

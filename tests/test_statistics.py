@@ -41,7 +41,7 @@ def moments(sm: pd.DataFrame, policy: str, lp: str) -> SlateMoments:
 
 
 def big(stats, name: str, keys: list) -> pd.DataFrame:
-    cols = {"slate_actions": "sum(t) AS t", "slate_targets": "sum(n_target) AS n_target, sum(n_match) AS n_match, "
+    cols = {"slate_covered": "sum(t) AS t", "slate_targets": "sum(n_target) AS n_target, sum(n_match) AS n_match, "
                                                              "sum(s_r) AS s_r, sum(s_r2) AS s_r2"}[name]
     return stats.engine.fetch(f"SELECT {', '.join(keys)}, {cols} FROM {stats.big[name]} GROUP BY {', '.join(keys)}")
 
@@ -88,8 +88,8 @@ def assert_tables_match(stats, data):
                      "s_r2Y", "n_Y_pos", "max_Y", "s_YY", "s_rYY", "s_r2YY"):
             assert np.allclose(np.asarray(getattr(got, name), float), np.asarray(getattr(want, name), float),
                                rtol=REL, atol=1e-12), (p, lp, name)
-    acts = big(stats, "slate_actions", ["held", "slate_key"])
-    assert dict(zip(zip(acts["held"], acts["slate_key"]), acts["t"])) == dict(ref["slate_actions"])
+    acts = big(stats, "slate_covered", ["policy_id", "held", "slate_key"])
+    assert dict(zip(zip(acts["policy_id"], acts["held"], acts["slate_key"]), acts["t"])) == dict(ref["slate_covered"])
     tg = big(stats, "slate_targets", ["policy_id", "held", "slate_key"])
     assert len(tg) == len(ref["slate_targets"])
     for r in tg.itertuples():
@@ -436,6 +436,9 @@ def test_ad_ids_holding_the_slate_key_separators():
     data = with_hostile_ads()
     stats = run_window(*arrow_tables(data))
     assert_tables_match(stats, data)
-    slates = {tuple(sorted((s["position"], s["ad_id"]) for s in ev["slots"])) for ev in clean(data)[0]}
+    events, decisions = clean(data)
+    decided = {d["event_id"] for d in decisions}
+    slates = {tuple(sorted((s["position"], s["ad_id"]) for s in ev["slots"])) for ev in events
+              if ev["event_id"] in decided}
     assert ((1, "x|2:y"), (2, "z")) in slates and ((1, "x"), (2, "y|2:z")) in slates
-    assert len(big(stats, "slate_actions", ["held", "slate_key"])) == len(slates)
+    assert len(big(stats, "slate_covered", ["held", "slate_key"])) == len(slates)

@@ -57,8 +57,7 @@ _SLATE_TABLES = ("slate_moments", "policy_events")
 ESTIMATORS: dict[str, Estimator] = {e.name: e for e in [
     Estimator("scavenging_slate", "scavenging",
               "V = sum_s (T_s/T) sum_{a in s} S_a / T_a, action = the logged (partial) slate (seed 001 sec. 3, 4.1)",
-              aliases=("direct",), checks=_SCAV, tables=("slate_actions", "slate_targets", "slate_covered",
-                                                           "policy_events"),
+              aliases=("direct",), checks=_SCAV, tables=("slate_targets", "slate_covered", "policy_events"),
               identification="every slate the target shows was logged (T_a > 0) for some event", recommend_rank=6,
               outputs=("scavenging_ad", "scavenging_slate_uniform", "scavenging_ad_uniform")),
     Estimator("scavenging_base", "scavenging",
@@ -166,10 +165,13 @@ def estimators_relying_on(check: str, estimators) -> list[str]:
 def plan_for(estimators, checks=(), adcs_given: bool = True) -> "ScanPlan":
     """The optional statistics tables a scan must compute for these estimators and checks. ``adcs_given``: False
     when the ADCs are estimated from the same logs, whose re-ordering variance is per impression
-    (estimate/adc._reorder_rows): reorder_pairs is then read by nothing."""
+    (estimate/adc._reorder_rows): reorder_pairs is then read by nothing, and the ADC-based tables only where the
+    logs can identify the ADCs (ScanPlan.adc_tables)."""
     from .statistics.scan import ScanPlan
 
     tables = {t for n in estimators for t in get(n).tables}
-    return ScanPlan(slate_actions="slate_actions" in tables or "slate_targets" in tables,
+    adc_based = "factored" in tables
+    return ScanPlan(slate_targets="slate_targets" in tables,
                     context_cells="a" in checks, pair_strata="d" in checks,
-                    reorder_pairs="reorder_pairs" in tables and adcs_given)
+                    reorder_pairs="reorder_pairs" in tables and adcs_given,
+                    adc_tables="never" if not adc_based else "always" if adcs_given else "identifiable")

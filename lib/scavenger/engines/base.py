@@ -73,6 +73,9 @@ class Engine:
         """A CSV file with a header as relation ``name``, every column text (an external source, e.g. OBD)."""
         raise NotImplementedError
 
+    def prepare(self, statements) -> None:
+        """A hint: these Spark SQL statements run soon (DuckDB writes them in its dialect meanwhile)."""
+
     def release(self) -> None:
         """Drop the materialized relations not kept (end of a scan's batch)."""
 

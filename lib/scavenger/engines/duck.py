@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..io import fs
 from .base import Engine, days_filter, normalize_frame
-from .dialect import to_duckdb
+from .dialect import TranslationError, to_duckdb
 from .duck_settings import (ROW_BYTES, _limit_bytes, check_environment,  # noqa: F401 - check_* re-exported
                             check_memory_setting, default_memory_limit)
 
@@ -84,6 +84,8 @@ class DuckDBEngine(Engine):
                               "threads": int(threads_now), "duckdb": duckdb.__version__}
         self._tables: list[str] = []
         self._kept: list[str] = []
+        self._translating: dict = {}       # Spark SQL -> future of its DuckDB text (prepare)
+        self._translator = None
         # input rows a pass holds in memory: a longer window is scanned in batches of days (statistics/window.py)
         self.row_budget = _limit_bytes(self.memory_limit) // ROW_BYTES
 
@@ -94,7 +96,23 @@ class DuckDBEngine(Engine):
             self.con.execute(sql).fetchall()
 
     def _sql(self, sql: str, label: str) -> str:
+        future = self._translating.pop(sql, None)
+        if future is not None:
+            with contextlib.suppress(TranslationError):     # raised again below, naming the statement
+                return future.result()
         return to_duckdb(sql, label)
+
+    def prepare(self, statements) -> None:
+        """Translate ``statements`` on a thread of their own while the connection runs the ones before them: sqlglot
+        is Python and the statements wait on DuckDB, which leaves the interpreter free (4M events: 0.35 s of
+        translation off the pass). A statement that does not translate raises when it is run, as before."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._translator is None:
+            self._translator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scavenger-sqlglot")
+        for sql in statements:
+            if sql not in self._translating:
+                self._translating[sql] = self._translator.submit(to_duckdb, sql, "statement")
 
     def view(self, name: str, sql: str) -> None:
         self._exec(f"CREATE OR REPLACE TEMP VIEW {name} AS {self._sql(sql, name)}")
@@ -188,6 +206,9 @@ class DuckDBEngine(Engine):
         self._tables.clear()
 
     def close(self) -> None:
+        if self._translator is not None:
+            self._translator.shutdown(wait=True, cancel_futures=True)
+            self._translator, self._translating = None, {}
         self.release()
         self._tables, self._kept = self._kept, []
         self.release()

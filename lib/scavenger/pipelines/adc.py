@@ -43,7 +43,7 @@ def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=Non
 
     checks = registry.checks_for(["adc"])
     config = StatsConfig(bootstrap=options.bootstrap, seed=options.seed, rules=gate.rules)
-    plan = ScanPlan(slate_actions=False, context_cells="a" in checks, pair_strata=False)
+    plan = ScanPlan(slate_targets=False, context_cells="a" in checks, pair_strata=False)
     window = run_window(engine, inputs, checks, plan, gate, config, store, quarantine_dir, run_id, batch_days)
     require_clean_rows(window, "ADC")
     failed = [c for c in checks if window.check_verdicts.get(c) == A.FAIL]

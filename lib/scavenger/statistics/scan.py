@@ -29,9 +29,10 @@ STATS_VERSION = 5   # 3: one pass in SQL (partial slates, folds, check tables); 
 WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
 WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it
 BY_VALUE_EVENTS = 20  # ad_position sums per scope-key value first when the values average >= 20 events each
-LOG_TABLES = ("log_summary", "ad_position", "slate_actions", "context_cells", "pair_strata", "calibration_cells")
+LOG_TABLES = ("log_summary", "ad_position", "context_cells", "pair_strata", "calibration_cells")
 DECISION_TABLES = ("policy_events", "base_targets", "slate_moments", "slate_targets", "slate_covered", "factored",
                    "factored_sq", "target_placements", "policy_ads", "reorder_pairs")
+ADC_TABLES = ("factored", "factored_sq", "policy_ads")    # ScanPlan.adc_tables
 
 
 @dataclass(frozen=True)
@@ -58,23 +59,42 @@ class StatsConfig:
 class ScanPlan:
     """Which optional tables a scan computes (the rest always): from the estimators and checks in use."""
 
-    slate_actions: bool = True
+    slate_targets: bool = True   # the direct approach's big tables, slate_targets and slate_covered
     context_cells: bool = True
     pair_strata: bool = True
     reorder_pairs: bool = True   # the re-ordering estimates' event-level variance: read only with ADCs given
+    # factored, factored_sq, policy_ads (what the factored and re-ordering estimates read beyond the rest):
+    # "always"; "identifiable": only when the batch's ads can identify the ADCs (adcs_identifiable: ADCs estimated
+    # from these logs, the window asks again after merging); "never": no ADC-based estimator asked for
+    adc_tables: str = "always"
 
     def tables(self, decisions: bool, fixed_key: bool) -> set:
         out = {"log_summary", "ad_position", "log_counts"}
-        out |= {n for n in ("slate_actions", "context_cells", "pair_strata") if getattr(self, n)}
+        out |= {n for n in ("context_cells", "pair_strata") if getattr(self, n)}
         if fixed_key:
             out.add("calibration_cells")
         if decisions:
             out |= set(DECISION_TABLES) | {"decision_counts"}
-            if not self.slate_actions:
+            if not self.slate_targets:
                 out -= {"slate_targets", "slate_covered"}
             if not self.reorder_pairs:
                 out.discard("reorder_pairs")
+            if self.adc_tables != "always":
+                out -= set(ADC_TABLES)
         return out
+
+
+def adcs_identifiable(ad_position: pd.DataFrame, K: int) -> bool:
+    """Whether these ad_position rows can identify any ADC the factored and re-ordering estimates need: one
+    position only (C = (1)), or some ad shown at two positions or more. Otherwise every C_i, i > 1, compares
+    different ads (estimate/adc.adc_identification) and the ADC-based estimates are not identified, so their
+    tables are not computed (ScanPlan.adc_tables = "identifiable")."""
+    if K < 2:
+        return True
+    if not len(ad_position):
+        return False
+    shown = ad_position[pd.to_numeric(ad_position["m"], errors="coerce").fillna(0) > 0]
+    return bool((shown.groupby("ad_id", observed=True)["position"].nunique() > 1).any())
 
 
 @dataclass
@@ -96,6 +116,8 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     from ..progress import note
 
     cfg = config.rules
+    engine.prepare([L.events(cfg), L.duplicate_ids(), L.duplicates(), L.events_view(cfg, bool(prior_ids)),
+                    L.log_counts(cfg.max_slots)])
     engine.read("scv_logs", logs, load_contract(LOGS), days)
     engine.materialize("scv_ev", L.events(cfg))
     engine.materialize("scv_dup_ids", L.duplicate_ids())
@@ -111,9 +133,10 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     if quarantine_dir:
         n = int(log_counts["quarantined"].sum()) if len(log_counts) else 0
         _write_quarantine(engine, L.quarantined(run_id), f"{quarantine_dir}/logs", days, n)
-    engine.view("scv_flat_slots", L.flat(Kw))
     wanted = plan.tables(decisions is not None or bool(derived), bool(config.fixed_calibration_key))
     stratum = T.stratum_sql(config.calibration_key)
+    _prepare(engine, config, (K, Kw), stratum, wanted, decisions is not None or bool(derived))
+    engine.view("scv_flat_slots", L.flat(Kw))
     engine.materialize("scv_flat", L.flat_columns(Kw, stratum))
     tables = {"log_counts": log_counts}
     big = {}
@@ -128,10 +151,10 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
         if "calibration_cells" in wanted:
             tables["calibration_cells"] = engine.fetch(
                 T.calibration_cells(T.stratum_sql(config.fixed_calibration_key)), "calibration_cells")
-        if "slate_actions" in wanted:
-            big["slate_actions"] = _keep(engine, f"scv_{batch}_slate_actions", T.slate_actions(Kw))
     big["event_ids"] = _keep(engine, f"scv_{batch}_event_ids", L.event_ids())
     policies = 0
+    if K > 0 and plan.adc_tables == "identifiable" and adcs_identifiable(tables["ad_position"], K):
+        wanted = wanted | set(ADC_TABLES)
     if decisions is not None or derived:
         policies = _decision_tables(engine, decisions, derived, days, config, (K, Kw), wanted, quarantine_dir,
                                     run_id, batch, tables, big)
@@ -140,6 +163,27 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     return ScanResult(tables=tables, big=big, counts={"logs": log_counts,
                                                       "decisions": tables.get("decision_counts")}, K=K,
                       policies=policies, Kw=Kw)
+
+
+def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: set, decisions: bool) -> None:
+    """The statements the rest of the pass will likely run, in their order, for the engine to ready meanwhile
+    (Engine.prepare: DuckDB translates them on a thread). Only a hint: a statement not named here, or named with
+    other arguments, is translated when it runs."""
+    K, Kw = sizes
+    if K == 0:
+        return
+    out = [L.flat(Kw), L.flat_columns(Kw, stratum), T.log_summary(K, Kw)]
+    out += [T.context_cells()] if "context_cells" in wanted else []
+    out += [T.pair_cells(Kw), T.pair_strata()] if "pair_strata" in wanted and K > 1 else []
+    out += [L.event_ids()]
+    if decisions:
+        out += [D.policy_count(), D.qkeys(), D.duplicate_decision_hashes(), D.duplicate_decisions(),
+                D.joined(config.rules, K, Kw), D.decision_counts(Kw), DT.policy_groups(K, Kw)]
+        out += [DT.factored(Kw)] if "factored" in wanted else []
+        out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
+        out += [DT.slate_targets(Kw)] if "slate_targets" in wanted else []
+        out += [DT.slate_covered(Kw)] if "slate_covered" in wanted else []
+    engine.prepare(out)
 
 
 def _ad_position(engine, Kw: int, config: StatsConfig, stratum: str) -> pd.DataFrame:
@@ -184,9 +228,11 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
     if K > 0:
         extras = engine.fetch(DT.policy_extras(Kw), "policy_extras") if K > Kw else None
         tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K, Kw), "policy_groups"), extras, K))
-        tables.update(split_factored(engine.fetch(DT.factored(Kw), "factored")))
+        if "factored" in wanted:
+            tables.update(split_factored(engine.fetch(DT.factored(Kw), "factored")))
         tables["target_placements"] = engine.fetch(DT.target_placements(Kw), "target_placements")
-        tables["policy_ads"] = engine.fetch(DT.policy_ads(Kw), "policy_ads")
+        if "policy_ads" in wanted:
+            tables["policy_ads"] = engine.fetch(DT.policy_ads(Kw), "policy_ads")
         if "reorder_pairs" in wanted:
             tables["reorder_pairs"] = engine.fetch(DT.reorder_pairs(Kw), "reorder_pairs")
         if "slate_targets" in wanted:

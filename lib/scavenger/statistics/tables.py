@@ -44,14 +44,12 @@ TABLES: dict[str, Table] = {
     "target_placements": Table(("policy_id", "logging_policy", "ad_id", "pos_j")),
     "policy_ads": Table(("policy_id", "ad_id")),
     "reorder_pairs": Table(("policy_id", "pos_i", "pos_j", "pos_k", "pos_j2")),
-    "slate_actions": Table(("held", "slate_key"), big=True),
     "slate_targets": Table(("policy_id", "held", "slate_key"), big=True),
     "slate_covered": Table(("policy_id", "held", "slate_key"), big=True),
     "event_ids": Table(("id_hash",), big=True),
 }
 SMALL = tuple(n for n, t in TABLES.items() if not t.big)
-BIG_COLUMNS = {"slate_actions": ("dt", "held", "slate_key", "t"),
-               "slate_targets": ("dt", "policy_id", "held", "slate_key", "n_target", "n_match", "s_r", "s_r2"),
+BIG_COLUMNS = {"slate_targets": ("dt", "policy_id", "held", "slate_key", "n_target", "n_match", "s_r", "s_r2"),
                "slate_covered": ("dt", "policy_id", "held", "slate_key", "t"),
                "event_ids": ("dt", "id_hash")}
 _MAX_Y = re.compile(r"^max_Y_\d+$")

@@ -14,12 +14,12 @@ check (``DUPLICATE_EVENT_ID`` against days before the batch).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from ..progress import phase
-from .scan import StatsConfig, scan_days
+from .scan import ADC_TABLES, StatsConfig, adcs_identifiable, scan_days
 from .store import STORE_LAYOUT, Store, day_signature, fingerprint
 from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables
 
@@ -123,12 +123,26 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
     # the window = the stored days (merged above) + the scanned ones: every value is a sum, min or max over days
     merged = merge_all({_STORED: stored_merged, **{d: per_day[d] for d in missing}}, [_STORED, *missing]) \
         if loaded else merge_all(per_day, dates)
+    if plan.adc_tables == "identifiable" and _adc_tables_left_out(per_day) and \
+            adcs_identifiable(merged.get("ad_position", pd.DataFrame(columns=["ad_id", "position", "m"])), K):
+        # some days' ads alone could not identify the ADCs, so their ADC-based tables were not made, but the
+        # window's can: every day again with them (stored days that hold them are reused)
+        from ..progress import note
+
+        note("the window's ads identify the ADCs where some days' alone did not: their ADC-based tables are made")
+        return window_statistics(engine, logs, decisions, dates, replace(plan, adc_tables="always"), config, store,
+                                 quarantine_dir, run_id, decisions_key, batch_days, derived)
     return WindowStats(tables=merged, per_day=per_day, dates=list(dates), scanned=missing,
                        loaded=loaded, big=big, K=K, engine=engine, Kw=Kw,
                        batches=len(runs))
 
 
 _STORED = "stored days"
+
+
+def _adc_tables_left_out(per_day: dict) -> bool:
+    """Some day has decision tables but not the ADC-based ones (ScanPlan.adc_tables = "identifiable")."""
+    return any("policy_events" in t and not set(ADC_TABLES) <= set(t) for t in per_day.values())
 
 
 def _load_merged(store: Store, manifests: dict) -> tuple:

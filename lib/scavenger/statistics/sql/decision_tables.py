@@ -160,8 +160,9 @@ GROUP BY dt, policy_id, held, tkey"""
 def slate_covered(Kw: int) -> str:
     """(dt, policy_id, held, slate_key): t = T_a among the events the policy has a (clean) decision for, a = the
     logged (partial) slate. The direct approach of a policy averages over those events only (as IPS does), so its
-    T_s and T_a are counted there: with the window's every event (slate_actions) a target whose decisions cover
-    part of the log was scaled down by that share."""
+    T_s and T_a are counted there: counted over the window's every event, a target whose decisions cover part of
+    the log was scaled down by that share. The events are counted per slate as columns first (the ads a_k and the
+    extra slots' (position, ad)), and the slate's text (logs.slate_key, ids escaped) written once per slate."""
     from .logs import held_text, slate_key
     from .tables import _extra_ads
 

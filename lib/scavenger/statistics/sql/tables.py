@@ -124,25 +124,6 @@ def _boot_arrays(bootstrap: int, m: str, c: str) -> str:
             + ") AS m_boot, array(" + ", ".join(f"sum({c.format(b=b)})" for b in range(bootstrap)) + ") AS c_boot")
 
 
-def slate_actions(Kw: int) -> str:
-    """(dt, held, slate_key): t = T_s, the events whose logged (partial) slate is s (seed 001 section 4.1, the
-    direct approach); ``held`` is the set of positions, the stratum the action lives in.
-
-    The events are counted per slate as columns first (the ads a_k and the extra slots' (position, ad)), and the
-    slate's text (logs.slate_key, ids escaped) written once per slate: logs that repeat their slates, as the direct
-    approach needs, write few keys (4M events over 3,600 slates, DuckDB: 0.30 -> 0.16 s); with every slate
-    distinct it costs a tenth more (1.0 -> 1.1 s)."""
-    from .logs import held_text, slate_key
-
-    ads = "".join(f"a_{k}, " for k in range(1, Kw + 1))
-    return f"""
-SELECT dt, held, slate_key, CAST(sum(t) AS BIGINT) AS t
-FROM (SELECT dt, {held_text(Kw, xs="xk")} AS held, {slate_key(Kw, xs="xk")} AS slate_key, t
-      FROM (SELECT dt, {ads}{_extra_ads()} AS xk, count(1) AS t
-            FROM scv_flat GROUP BY dt, {ads}{_extra_ads()}) g) f
-GROUP BY dt, held, slate_key"""
-
-
 def _extra_ads() -> str:
     """The extra slots of a flat row (xs) reduced to what a slate key reads: (position, ad_id)."""
     return "transform(xs, s -> named_struct('position', s.position, 'ad_id', s.ad_id))"
@@ -153,11 +134,12 @@ def context_cells() -> str:
     that value of a context feature (every key of the context map, and context_id): check a's tables. Reads the
     clean events with their context map (scv_events), which the narrow flat relation does not carry. Two steps, so
     that the explode of features times slots runs over distinct cells, not over events: the slots are counted per
-    (context_id, context) first, the context keyed by its JSON text (a map is no grouping key in Spark and a slow
-    one in DuckDB; the text is one-to-one with the map), then the features of each cell are exploded and summed.
+    (context_id, context) first, the context keyed by its JSON text (scv_ev's context_json: a map is no grouping
+    key in Spark and a slow one in DuckDB; the text is one-to-one with the map), then the features of each cell are exploded and summed.
     A context map that repeats context_id is not counted twice (see below)."""
     cid = "named_struct('key', 'context_id', 'value', coalesce(context_id, '<null>'))"
-    ctx = "from_json(context_json, 'map<string,string>')"
+    from .logs import CONTEXT_MAP as ctx
+
     # a map entry named context_id is the column again when it holds the same value (dropped: counted once), and
     # another feature when it does not (named context:context_id, as a calibration key names a map value)
     entries = (f"transform(filter(map_entries({ctx}), e -> NOT (e.key = 'context_id' AND e.value <=> context_id)), "
@@ -172,7 +154,7 @@ FROM (
   SELECT dt, logging_policy, position, ad_id, n, explode({features}) AS f
   FROM (
     SELECT dt, logging_policy, context_id, context_json, s.position AS position, s.ad_id AS ad_id, count(1) AS n
-    FROM (SELECT dt, logging_policy, context_id, to_json(context) AS context_json, explode(slots) AS s
+    FROM (SELECT dt, logging_policy, context_id, context_json, explode(slots) AS s
           FROM scv_events WHERE clean) e
     GROUP BY dt, logging_policy, context_id, context_json, s.position, s.ad_id
   ) cells
@@ -255,5 +237,7 @@ def stratum_sql(key: str) -> str:
     if key == "context_id":
         return "context_id"
     if key.startswith("context:") and len(key) > len("context:"):
-        return f"element_at(context, {text(key[len('context:'):])})"
+        from .logs import CONTEXT_MAP
+
+        return f"element_at({CONTEXT_MAP}, {text(key[len('context:'):])})"
     raise ValueError(f"calibration scope key must be context_id or context:<name>, got {key!r}")
