@@ -178,7 +178,7 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     out += [L.event_ids()]
     if decisions:
         out += [D.policy_count(), D.qkeys(), D.duplicate_decision_hashes(), D.duplicate_decisions(),
-                D.joined(config.rules, K, Kw), D.decision_counts(Kw), DT.policy_groups(K, Kw)]
+                D.joined(config.rules, K, Kw), D.decision_counts(Kw, config.rules), DT.policy_groups(K, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
         out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
         out += [DT.slate_targets(Kw)] if "slate_targets" in wanted else []
@@ -220,11 +220,11 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
     engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
     engine.materialize("scv_dup_dec", D.duplicate_decisions())
     engine.materialize("scv_joined", D.joined(cfg, K, Kw))
-    dec_counts = engine.fetch(D.decision_counts(Kw), "decision_counts")
+    dec_counts = engine.fetch(D.decision_counts(Kw, cfg), "decision_counts")
     tables["decision_counts"] = dec_counts
     if quarantine_dir:
         n = int(dec_counts["quarantined"].sum()) if len(dec_counts) else 0
-        _write_quarantine(engine, D.quarantined(run_id), f"{quarantine_dir}/decisions", days, n)
+        _write_quarantine(engine, D.quarantined(run_id, cfg), f"{quarantine_dir}/decisions", days, n)
     if K > 0:
         extras = engine.fetch(DT.policy_extras(Kw), "policy_extras") if K > Kw else None
         tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K, Kw), "policy_groups"), extras, K))

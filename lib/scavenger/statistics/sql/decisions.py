@@ -9,7 +9,7 @@ r pi_p(a)/mu_p(a), the per-row inverse-propensity weight).
 from __future__ import annotations
 
 from ...checks.rules import (DECISION_REASONS, RuleConfig, any_flag_sql, codes_sql, decision_rules,
-                             element_columns, flag, flag_columns, sum_deviation_sql)
+                             element_columns, flag, mask_flags, reason_mask, sum_deviation_sql)
 from .literals import text
 
 
@@ -88,19 +88,21 @@ def joined(cfg: RuleConfig, K: int, Kw: int) -> str:
                       f"CASE WHEN simple THEN try_element_at(slots, {k}).probability END AS d_p_{k}, " for k in ks)
     rebuilt = ", ".join(f"named_struct('position', {k}, 'ad_id', d_a_{k}, 'probability', d_p_{k})" for k in ks)
     as_read = f"filter(array({rebuilt}), x -> x.position <= d_n)" if Kw else "dslots"
-    dec_flags = [flag(c) for c, _ in decision_rules(cfg)]
-    # event_id only where the quarantine needs it: the tables read the clean rows by their columns alone
+    keyed = [flag(c) for c in ("DUPLICATE_DECISION", "UNKNOWN_EVENT", "EVENT_QUARANTINED", "PROBABILITY_SUM")]
+    # event_id only where the quarantine needs it: the tables read the clean rows by their columns alone; the row
+    # rules as one integer (checks.rules.reason_mask), read back as flags by what reads them (:func:`flagged`)
     keep = ["policy_id", "CASE WHEN clean THEN NULL ELSE event_id END AS event_id", "dt", "base_policy", "simple",
-            "sum_dev", *dec_flags, flag("DUPLICATE_DECISION"),
+            "sum_dev", "reasons", flag("DUPLICATE_DECISION"),
             flag("UNKNOWN_EVENT"), flag("EVENT_QUARANTINED"), flag("PROBABILITY_SUM"), *ev_cols]
     out = keep + ["clean", "det",
                   f"CASE WHEN simple THEN CASE WHEN clean THEN NULL ELSE {as_read} END ELSE dslots END AS dslots"]
     out += [f"d_a_{k}" for k in ks] + [f"d_p_{k}" for k in ks]
+    any_flag_sql_keyed = " OR ".join(keyed)
     return f"""
 WITH d AS (
   SELECT policy_id, event_id, dt, base_policy, _rid, simple, size(slots) AS d_n, {columns}
     CASE WHEN simple THEN NULL ELSE sort_array(slots) END AS dslots,
-    {flag_columns(decision_rules(cfg))}
+    {reason_mask(decision_rules(cfg))} AS reasons
   FROM (SELECT scv_dec.*, {simple} AS simple, {element_columns()} FROM scv_dec) s
 ), j AS (
   SELECT d.*, {", ".join(f"e.{c}" for c in ev_cols)},
@@ -117,13 +119,18 @@ WITH d AS (
   SELECT f.*, coalesce(sum_dev > {float(cfg.sum_tolerance)!r}, false) AS {flag('PROBABILITY_SUM')}
   FROM f
 ), p AS (
-  SELECT g.*, NOT ({any_flag_sql(DECISION_REASONS)}) AS clean,
+  SELECT g.*, NOT (reasons <> 0 OR {any_flag_sql_keyed}) AS clean,
     CASE WHEN simple THEN {det_simple}
          ELSE size(filter(dslots, x -> x.probability > 0 AND x.probability < 1)) = 0 END AS det
   FROM g
 )
 SELECT {", ".join(out)}
 FROM p"""
+
+
+def flagged(cfg: RuleConfig) -> str:
+    """scv_joined with a flag column per row rule (read back from ``reasons``), for the counts and the quarantine."""
+    return f"(SELECT scv_joined.*, {mask_flags(decision_rules(cfg))} FROM scv_joined)"
 
 
 def _d_p(Kw: int) -> str:
@@ -144,7 +151,7 @@ def decision_slots(Kw: int) -> str:
     return f"CASE WHEN dslots IS NULL THEN array({rebuilt}) ELSE dslots END" if Kw else "dslots"
 
 
-def decision_counts(Kw: int) -> str:
+def decision_counts(Kw: int, cfg: RuleConfig = RuleConfig()) -> str:
     """Per dt: rows in, quarantined, rows per reason, the daily profile (probability range, largest deviation of
     a position's probabilities from 1) and the number of target policies."""
     reasons = ",\n  ".join(f"CAST(sum(CASE WHEN {flag(c)} THEN 1 ELSE 0 END) AS BIGINT) AS {c}"
@@ -159,15 +166,15 @@ SELECT dt, count(1) AS rows,
     AS max_probability,
   max(sum_dev) AS max_sum_deviation,
   count(DISTINCT policy_id) AS policies
-FROM scv_joined GROUP BY dt"""
+FROM {flagged(cfg)} j GROUP BY dt"""
 
 
-def quarantined(run_id: str) -> str:
+def quarantined(run_id: str, cfg: RuleConfig = RuleConfig()) -> str:
     """The quarantined decision rows as read (sorted entries), their reason codes and the run that set them aside."""
     return f"""
 SELECT policy_id, event_id, dslots AS slots, base_policy, {codes_sql(DECISION_REASONS)} AS reason_codes,
   {text(run_id)} AS run_id, dt
-FROM scv_joined WHERE NOT clean"""
+FROM {flagged(cfg)} j WHERE NOT clean"""
 
 
 def policy_count() -> str:

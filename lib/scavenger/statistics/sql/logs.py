@@ -6,8 +6,8 @@ whether it holds position k): it contributes through the slots it holds.
 """
 from __future__ import annotations
 
-from ...checks.rules import (LOG_REASONS, RuleConfig, slot_any, any_flag_sql, codes_sql, flag, flag_columns,
-                             element_columns, log_rules, slot_extreme)
+from ...checks.rules import (LOG_REASONS, RuleConfig, slot_any, codes_sql, flag, element_columns,
+                             log_rules, mask_flags, reason_mask, slot_extreme)
 from .literals import text
 
 CONTRACT_COLUMNS = "event_id, event_time, context_id, context, logging_policy, slots, slate_reward, dt"
@@ -17,14 +17,15 @@ CONTEXT_MAP = "from_json(context_json, 'map<string,string>')"   # scv_ev's conte
 def events(cfg: RuleConfig) -> str:
     """scv_ev: the conformed rows, a flag per row rule, an id hash (the first 16 hex digits of md5(event_id): equal
     in both engines) and the cross-fitting fold (the parity of its last digit: a fair coin per event, fixed by the
-    id). The context map is kept as its JSON text, ``context_json`` (one-to-one with the map; CONTEXT_MAP reads it
+    id). The row rules are one integer, ``reasons`` (checks.rules.reason_mask; scv_events reads the flags back).
+    The context map is kept as its JSON text, ``context_json`` (one-to-one with the map; CONTEXT_MAP reads it
     back): check a's cells group by that text, and a map costs more to hold than the text costs to write (DuckDB,
     4M events: 0.4 s to hold the maps, the text written once instead of in the cells' statement)."""
     columns = CONTRACT_COLUMNS.replace("context,", "to_json(context) AS context_json,")
     return f"""
 SELECT {columns}, _rid, n_slots, substr(h, 1, 16) AS id_hash,
   CASE WHEN instr('13579bdf', substr(h, 16, 1)) > 0 THEN 1 ELSE 0 END AS fold,
-  {flag_columns(log_rules(cfg))}
+  {reason_mask(log_rules(cfg))} AS reasons
 FROM (SELECT scv_logs.*, md5(coalesce(event_id, '')) AS h, coalesce(size(slots), 0) AS n_slots, {element_columns()}
       FROM scv_logs) l"""
 
@@ -68,9 +69,10 @@ def events_view(cfg: RuleConfig, with_prior: bool) -> str:
     prior = " OR p._rid IS NOT NULL" if with_prior else ""
     flagged = f"({dup}{prior})"
     others = [c for c in LOG_REASONS if c != "DUPLICATE_EVENT_ID"]
+    assert [c for c, _ in log_rules(cfg)] == others
     return f"""
-SELECT e.*, coalesce({flagged}, false) AS {flag('DUPLICATE_EVENT_ID')},
-  NOT ({any_flag_sql(others)} OR coalesce({flagged}, false)) AS clean
+SELECT e.*, {mask_flags(log_rules(cfg), "e.reasons")}, coalesce({flagged}, false) AS {flag('DUPLICATE_EVENT_ID')},
+  NOT (e.reasons <> 0 OR coalesce({flagged}, false)) AS clean
 FROM scv_ev e LEFT JOIN scv_dups d ON e._rid = d._rid {prior_join}"""
 
 
