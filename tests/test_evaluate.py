@@ -309,14 +309,16 @@ def test_a_named_policy_whose_events_were_all_quarantined_says_so():
         ev["slots"][1]["ad_id"] = ev["slots"][0]["ad_id"]                 # DUPLICATE_AD: quarantined
     keep = [d for d in data["decisions"] if d["policy_id"] == "det"]
     data["decisions"] = keep + [dict(d, policy_id="B") for d in keep[:4]]
-    eng = DuckDBEngine("test")
-    try:
-        ev = evaluate(eng, describe_inputs(*arrow_tables(data)),
-                      EvaluateOptions(estimators=["scavenging_slate", "factored"], policies=["det", "B"]),
-                      GateConfig(mode="report", great_expectations=False, max_quarantine_share=1.0))
-    finally:
-        eng.close()
-    b = ev.estimates[ev.estimates["policy_id"] == "B"]
-    assert set(b["estimator"]) == {"scavenging_slate", "factored"}, ev.estimates[["policy_id", "estimator"]]
-    assert not b["identified"].any() and b["reason"].str.contains("quarantined").all()
-    assert any("(B)" in r for r in ev.refused)
+    for named in (["det", "B"], None):      # named with --policies, or found in the decisions (it vanished then)
+        eng = DuckDBEngine("test")
+        try:
+            ev = evaluate(eng, describe_inputs(*arrow_tables(data), policies=named),
+                          EvaluateOptions(estimators=["scavenging_slate", "factored"], policies=named),
+                          GateConfig(mode="report", great_expectations=False, max_quarantine_share=1.0))
+        finally:
+            eng.close()
+        b = ev.estimates[ev.estimates["policy_id"] == "B"]
+        assert set(b["estimator"]) == {"scavenging_slate", "factored"}, ev.estimates[["policy_id", "estimator"]]
+        assert not b["identified"].any() and b["reason"].str.contains("none of the 4 decision rows").all(), b
+        assert any("(B)" in r for r in ev.refused)
+        assert ev.estimates[ev.estimates["policy_id"] == "det"]["identified"].any()

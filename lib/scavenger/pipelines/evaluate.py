@@ -106,6 +106,25 @@ def _policies(stats, options: EvaluateOptions) -> list:
     return have
 
 
+def _unseen_policies(stats, policies: list, run: list, options: EvaluateOptions) -> list[dict]:
+    """A policy of the decisions (or one --policies names) none of whose decisions falls on a clean logged event
+    (every event it decides was quarantined, or it decides none) while others' do: a row per estimator that says
+    so, not a policy silently missing from the output."""
+    read = stats.table("decision_policies")
+    rows = read.groupby("policy_id")["rows"].sum() if len(read) else pd.Series(dtype="int64")
+    names = list(options.policies or []) or sorted(str(p) for p in rows.index)
+    out = []
+    for p in names:
+        if p in policies:
+            continue
+        n = int(rows.get(p, 0))
+        why = (f"none of the {n} decision rows of policy {p} falls on a clean logged event of the window (each was "
+               f"quarantined, or its event was: see quarantine/)" if n else
+               f"no decision of policy {p} in the window")
+        out += [E.not_identified(p, e, why, 0, options.level) for e in run]
+    return out
+
+
 def finish(rows: list, ctx: E.Context, window: Window, level: float) -> pd.DataFrame:
     """The estimates table: columns of the registry, checks, window, and the recommended estimate per policy."""
     est = pd.DataFrame(rows, columns=list(registry.ESTIMATE_COLUMNS))
@@ -158,12 +177,7 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     if "scavenging_slate" in run:
         ctx.scavenging = E.scavenging_sums(stats)
     names = [r["policy_id"] for r in options.reorder]
-    rows = estimate_window(stats, policies, run, ctx, names)
-    # a policy --policies names whose decisions fall on no clean event (every event it decides was quarantined)
-    # while others' do: a row per estimator that says so, not a policy silently missing from the output
-    rows += [E.not_identified(p, e, f"no decision of policy {p} falls on a clean logged event of the window (every "
-                                    f"event it decides was quarantined, see quarantine/, or it decides none)", 0,
-                              options.level) for p in options.policies or [] if p not in policies for e in run]
+    rows = estimate_window(stats, policies, run, ctx, names) + _unseen_policies(stats, policies, run, options)
     est = finish(rows, ctx, window, options.level)
     diag = _diagnostics(stats, policies, ctx, notes)
     warnings, unused_diag = unused_rows(est)

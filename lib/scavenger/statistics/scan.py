@@ -74,7 +74,7 @@ class ScanPlan:
         if fixed_key:
             out.add("calibration_cells")
         if decisions:
-            out |= set(DECISION_TABLES) | {"decision_counts"}
+            out |= set(DECISION_TABLES) | {"decision_counts", "decision_policies"}
             if not self.slate_targets:
                 out -= {"slate_targets", "slate_covered"}
             if not self.reorder_pairs:
@@ -177,7 +177,7 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     out += [T.pair_cells(Kw), T.pair_strata()] if "pair_strata" in wanted and K > 1 else []
     out += [L.event_ids()]
     if decisions:
-        out += [D.policy_count(), D.qkeys(), D.duplicate_decision_hashes(), D.duplicate_decisions(),
+        out += [D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(), D.duplicate_decisions(),
                 D.joined(config.rules, K, Kw), D.decision_counts(Kw, config.rules), DT.policy_groups(K, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
         out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
@@ -212,7 +212,8 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
             parts.append("SELECT * FROM scv_dec_in")
     parts += [f"SELECT * FROM ({sql}) d{i}" for i, sql in enumerate(derived or [])]
     engine.view("scv_dec", " UNION ALL ".join(parts))
-    policies = int(engine.fetch(D.policy_count(), "policy_count")["policies"].iloc[0] or 0)
+    tables["decision_policies"] = engine.fetch(D.decision_policies(), "decision_policies")
+    policies = int(tables["decision_policies"]["policy_id"].nunique())
     if policies > config.max_policies:
         raise UsageError(f"the decisions hold {policies} target policies, more than the limit of "
                          f"{config.max_policies}: choose some with --policies (or raise --max-policies)")

@@ -36,6 +36,7 @@ TABLES: dict[str, Table] = {
     "context_cells": Table(("logging_policy", "position", "feature", "value", "ad_id")),
     "pair_strata": Table(("logging_policy", "stratum", "j", "k"), per_day=True),
     "calibration_cells": Table(("logging_policy", "stratum", "position", "ad_id"), ("min_p", "max_p")),
+    "decision_policies": Table(("policy_id",)),
     "policy_events": Table(("policy_id",)),
     "base_targets": Table(("policy_id", "base_policy")),
     "slate_moments": Table(("policy_id", "logging_policy", "fold"), ("max_W",)),
