@@ -15,6 +15,7 @@ from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError
 from .common import GateConfig, Inputs, Window, require_clean_rows, run_window
+from .derived import derived_policies
 
 
 @dataclass
@@ -244,56 +245,6 @@ def _by_day(stats, policies, run, options, window, derived=()) -> pd.DataFrame:
         est = finish(estimate_window(day, policies, run, ctx, derived), ctx, window, options.level)
         frames.append(est.assign(dt=d))
     return pd.concat(frames, ignore_index=True) if frames else None
-
-
-def derived_policies(engine, inputs: Inputs, options: EvaluateOptions, gate, config, store, batch_days):
-    """(SQL of each --reorder policy over the pass's rows, a spec of them for the stored days' fingerprint). A
-    CTR re-ordering is fitted on an earlier window (its ad_position statistics; the store is reused)."""
-    import hashlib
-
-    from ..contract import parse_date
-    from ..statistics import reorder as R
-    from ..statistics.scan import ScanPlan
-
-    sqls, spec = [], []
-    for i, r in enumerate(options.reorder or []):
-        if r["kind"] == "random":
-            sqls.append(R.random_sql(r["policy_id"], r["seed"]))
-            spec.append(r)
-            continue
-        if r["kind"] == "ctr":
-            start = inputs.date_from
-            if start is None or parse_date(r["fit_to"], "ctr fit --to") >= start:
-                raise UsageError("--reorder ctr:FROM:TO: the fit window must end before --from (fitted and "
-                                 "evaluated on disjoint windows)")
-            fit_from, fit_to = parse_date(r["fit_from"]), parse_date(r["fit_to"])
-            logs = inputs.logs
-            if logs.kind == "files":
-                # the logs were described for the evaluation window, which the fit window precedes: describe
-                # the fit window's days
-                from ..contract import LOGS, load_contract
-                from ..io import sources
-
-                logs = sources.describe(logs.uri, load_contract(LOGS), fit_from, fit_to, "--logs")
-            fit = Inputs(logs, None, fit_from, fit_to)
-            w = run_window(engine, fit, (), ScanPlan(False, False, False), GateConfig(mode="off",
-                                                                                       rules=gate.rules),
-                           config, store, None, "fit", batch_days)
-            scores = R.ctr_scores(w.stats.table("ad_position"))
-            if not len(scores):
-                raise DataCheckFailed(f"--reorder ctr: no impressions in the fit window {r['fit_from']}.."
-                                      f"{r['fit_to']}")
-        else:
-            from ..io import fs
-
-            path = r["path"]
-            scores = pd.read_csv(fs.local_path(path)) if path.endswith(".csv") else fs.read_parquet(path)
-        by_context = R.check_scores(scores)
-        table = f"scv_scores_{i}"
-        engine.register_frame(table, scores)
-        sqls.append(R.scores_sql(r["policy_id"], table, by_context))
-        spec.append({**r, "scores_sha": hashlib.sha256(scores.to_csv(index=False).encode()).hexdigest()})
-    return sqls, (spec or None)
 
 
 def _diagnostics(stats, policies, ctx: E.Context, notes: list) -> pd.DataFrame:
