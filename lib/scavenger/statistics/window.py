@@ -179,6 +179,9 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
             big_parts[name].append(rel)
         if store:
             _store_batch(engine, store, batch, per_day, res, logs_fp, dec_fp, run_id)
+            # the next passes check their ids against this one's too (as against every day stored before the run):
+            # a window scanned again (the ADC-based tables' second look) sees the same earlier days as one run
+            stored |= set(batch)
     return K, Kw, runs, big_parts
 
 
