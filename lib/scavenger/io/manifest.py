@@ -51,6 +51,7 @@ class Run:
         self.out, self.run_id, self.job = out, run_id, job
         self.started_at = _now()
         self.tables: list = []
+        self.day_rows: dict = {}     # (name, location) -> {day: rows} of the tables recorded with day_rows
 
     def to_dict(self, status: str, exit_code) -> dict:
         from ..safe import bound_json
@@ -124,15 +125,19 @@ def mark(run_id: str | None = None) -> bytes | None:
 
 
 def record(name: str, location: str, kind: str = "parquet", days=None, rows: int | None = None,
-           run_id: str | None = None, **extra) -> None:
+           run_id: str | None = None, day_rows: dict | None = None, **extra) -> None:
     """Record a committed output of this run. ``kind``: parquet (a directory with ``_run.json``; with ``days``,
     one ``dt=`` directory per day, each with its own), rows (engine-written partitions whose rows carry
     ``run_id``), catalog (a catalog table, rows with ``run_id`` under the ``dt`` of ``days``), file (sha256),
     dir (a directory written in place, ``_run.json`` written after it), shared (written by this run into a place
-    other jobs write too: listed, not verified)."""
+    other jobs write too: listed, not verified). ``day_rows``: the rows of each of ``days`` (``rows`` their sum): a
+    day recorded again (its partition written again, e.g. a window scanned a second time) replaces its count."""
     run = _current
     if run is None:
         return
+    if day_rows is not None:
+        day_rows = {(d.isoformat() if hasattr(d, "isoformat") else str(d)): int(n) for d, n in day_rows.items()}
+        rows = sum(day_rows.values())
     entry = {"name": name, "location": location, "kind": kind, "run_id": run_id or run.run_id}
     if days is not None:
         entry["days"] = sorted({d.isoformat() if hasattr(d, "isoformat") else str(d) for d in days})
@@ -143,26 +148,33 @@ def record(name: str, location: str, kind: str = "parquet", days=None, rows: int
         same = [t for t in run.tables if t["name"] == name and t["location"] == location]
         if same and days is not None and same[0].get("days") is not None:   # another batch of the same table
             entry["days"] = sorted(set(entry["days"]) | set(same[0]["days"]))
-            if rows is not None and same[0].get("rows") is not None:
+            if day_rows is not None and (name, location) in run.day_rows:
+                day_rows = {**run.day_rows[(name, location)], **day_rows}
+                entry["rows"] = sum(day_rows.values())
+            elif rows is not None and same[0].get("rows") is not None:
                 entry["rows"] += same[0]["rows"]
+        if day_rows is not None:
+            run.day_rows[(name, location)] = day_rows
         run.tables = [t for t in run.tables if t not in same]
         run.tables.append(entry)
 
 
-def record_quarantine(uri: str, days, rows: int | None = None) -> None:
+def record_quarantine(uri: str, days, rows: int | dict | None = None) -> None:
     """Quarantined rows of ``days`` written under ``uri`` (``<out>/quarantine/logs``, beside a statistics store, or
     ``catalog:<db>.quarantine/logs``); their rows carry the run_id. Under ``--out`` they are this job's (kind rows,
     verified); beside a statistics store or in the catalog they are shared by every job using the store or the
-    database, and a later job scanning the same day rightly replaces them (kind shared: listed, not verified)."""
+    database, and a later job scanning the same day rightly replaces them (kind shared: listed, not verified).
+    ``rows``: their number, or {day: rows} (a day written again in the run is counted once)."""
     run = _current
+    rows, day_rows = (None, rows) if isinstance(rows, dict) else (rows, None)
     if uri.startswith("catalog:"):
         table = uri[len("catalog:"):].replace("/", "_")
-        record(table.rsplit(".", 1)[-1], table, "shared", days=days, rows=rows)
+        record(table.rsplit(".", 1)[-1], table, "shared", days=days, rows=rows, day_rows=day_rows)
         return
     loc = fs.normalize(uri)
     own = run is not None and loc.startswith(fs.normalize(run.out).rstrip("/") + "/")
     record("quarantine_" + loc.rstrip("/").rsplit("/", 1)[-1], loc, "rows" if own else "shared", days=days,
-           rows=rows)
+           rows=rows, day_rows=day_rows)
 
 
 def record_file(name: str, path: str) -> None:

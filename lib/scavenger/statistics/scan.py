@@ -131,8 +131,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     K = int(0 if k_max is None or pd.isna(k_max) else k_max)   # no clean row: K = 0
     Kw = K if K <= WIDE_MIN else wide_positions(engine.fetch(L.row_positions(), "row_positions"), K)
     if quarantine_dir:
-        n = int(log_counts["quarantined"].sum()) if len(log_counts) else 0
-        _write_quarantine(engine, L.quarantined(run_id), f"{quarantine_dir}/logs", days, n)
+        _write_quarantine(engine, L.quarantined(run_id), f"{quarantine_dir}/logs", days, log_counts)
     wanted = plan.tables(decisions is not None or bool(derived), bool(config.fixed_calibration_key))
     stratum = T.stratum_sql(config.calibration_key)
     _prepare(engine, config, (K, Kw), stratum, wanted, decisions is not None or bool(derived))
@@ -224,8 +223,7 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
     dec_counts = engine.fetch(D.decision_counts(Kw, cfg), "decision_counts")
     tables["decision_counts"] = dec_counts
     if quarantine_dir:
-        n = int(dec_counts["quarantined"].sum()) if len(dec_counts) else 0
-        _write_quarantine(engine, D.quarantined(run_id, cfg), f"{quarantine_dir}/decisions", days, n)
+        _write_quarantine(engine, D.quarantined(run_id, cfg), f"{quarantine_dir}/decisions", days, dec_counts)
     if K > 0:
         extras = engine.fetch(DT.policy_extras(Kw), "policy_extras") if K > Kw else None
         tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K, Kw), "policy_groups"), extras, K))
@@ -265,12 +263,15 @@ def _keep(engine, name: str, sql: str) -> str:
     return name
 
 
-def _write_quarantine(engine, sql: str, uri: str, days, n: int) -> None:
+def _write_quarantine(engine, sql: str, uri: str, days, counts: pd.DataFrame) -> None:
     """Quarantined rows of these days under ``uri``/dt=*/ (a re-run replaces exactly these days), or into the
-    catalog table ``uri`` = ``catalog:<db>.<table>`` (Spark), partitions of these days replaced."""
+    catalog table ``uri`` = ``catalog:<db>.<table>`` (Spark), partitions of these days replaced. ``counts``: the
+    rows quarantined per dt (log_counts, decision_counts)."""
     from ..io.manifest import record_quarantine
 
-    record_quarantine(uri, days, n)
+    by_day = {d: int(q) for d, q in zip(counts["dt"], counts["quarantined"])} if len(counts) else {}
+    n = sum(by_day.values())
+    record_quarantine(uri, days, {d: by_day.get(d, 0) for d in days})
     if uri.startswith("catalog:"):
         from ..io import catalog
 
