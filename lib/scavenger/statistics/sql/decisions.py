@@ -83,7 +83,8 @@ def joined(cfg: RuleConfig, K: int, Kw: int) -> str:
     simple = " AND ".join([f"size(slots) <= {Kw}"] + [f"(size(slots) < {k} OR try_element_at(slots, {k}).position "
                                                       f"= {k})" for k in ks]) if Kw else "false"
     det_simple = " AND ".join(f"coalesce(d_p_{k}, 1D) = 1D" for k in ks) or "true"
-    simple_dev = "greatest(" + ", ".join(f"abs(d_p_{k} - 1D)" for k in ks) + (", 0D)" if Kw else "0D)")
+    # no wide position (no clean row): no simple decision, and Spark's greatest needs two arguments
+    simple_dev = "greatest(" + ", ".join(f"abs(d_p_{k} - 1D)" for k in ks) + ", 0D)" if Kw else "0D"
     columns = "".join(f"CASE WHEN simple THEN try_element_at(slots, {k}).ad_id END AS d_a_{k}, "
                       f"CASE WHEN simple THEN try_element_at(slots, {k}).probability END AS d_p_{k}, " for k in ks)
     rebuilt = ", ".join(f"named_struct('position', {k}, 'ad_id', d_a_{k}, 'probability', d_p_{k})" for k in ks)
