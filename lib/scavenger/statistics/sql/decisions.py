@@ -80,8 +80,10 @@ def joined(cfg: RuleConfig, K: int, Kw: int) -> str:
     ev_cols = ["logging_policy", "fold", "r", "miss", "n_slots", "xs"]
     ev_cols += [f"{c}_{k}" for k in ks for c in ("a", "mu", "w")]
     dup = "k.first_rid <> d._rid" if cfg.duplicates == "keep_first" else "k.dup_n > 1"
-    simple = " AND ".join([f"size(slots) <= {Kw}"] + [f"(size(slots) < {k} OR try_element_at(slots, {k}).position "
-                                                      f"= {k})" for k in ks]) if Kw else "false"
+    # slots IS NOT NULL: Spark with ANSI off has size(NULL) = -1, which passed a decision without slots as simple
+    simple = " AND ".join(["slots IS NOT NULL", f"size(slots) <= {Kw}"]
+                          + [f"(size(slots) < {k} OR try_element_at(slots, {k}).position = {k})" for k in ks]) \
+        if Kw else "false"
     det_simple = " AND ".join(f"coalesce(d_p_{k}, 1D) = 1D" for k in ks) or "true"
     # no wide position (no clean row): no simple decision, and Spark's greatest needs two arguments
     simple_dev = "greatest(" + ", ".join(f"abs(d_p_{k} - 1D)" for k in ks) + ", 0D)" if Kw else "0D"
