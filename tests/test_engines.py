@@ -30,7 +30,7 @@ def statements():
                 ("events_view", L.events_view(cfg, True)), ("log_counts", L.log_counts(64)),
                 ("quarantined_logs", L.quarantined("r'1")), ("event_ids", L.event_ids()), ("qkeys", D.qkeys()),
                 ("row_positions", L.row_positions()), ("quarantined_decisions", D.quarantined("r")),
-                ("decision_policies", D.decision_policies())]
+                ("policy_count", D.policy_count()), ("decision_policies", D.decision_policies())]
         for K, Kw in ((1, 1), (2, 2), (4, 4), (9, 4)):
             out += [(f"flat Kw={Kw}", L.flat(Kw)), (f"flat_columns Kw={Kw}", L.flat_columns(Kw)),
                     (f"joined K={K} Kw={Kw}", D.joined(cfg, K, Kw)), (f"log_summary K={K}", T.log_summary(K, Kw)),

@@ -176,7 +176,7 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     out += [T.pair_cells(Kw), T.pair_strata()] if "pair_strata" in wanted and K > 1 else []
     out += [L.event_ids()]
     if decisions:
-        out += [D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(), D.duplicate_decisions(),
+        out += [D.policy_count(), D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(), D.duplicate_decisions(),
                 D.joined(config.rules, K, Kw), D.decision_counts(Kw, config.rules), DT.policy_groups(K, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
         out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
@@ -211,11 +211,11 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
             parts.append("SELECT * FROM scv_dec_in")
     parts += [f"SELECT * FROM ({sql}) d{i}" for i, sql in enumerate(derived or [])]
     engine.view("scv_dec", " UNION ALL ".join(parts))
-    tables["decision_policies"] = engine.fetch(D.decision_policies(), "decision_policies")
-    policies = int(tables["decision_policies"]["policy_id"].nunique())
+    policies = int(engine.fetch(D.policy_count(), "policy_count")["policies"].iloc[0] or 0)
     if policies > config.max_policies:
         raise UsageError(f"the decisions hold {policies} target policies, more than the limit of "
                          f"{config.max_policies}: choose some with --policies (or raise --max-policies)")
+    tables["decision_policies"] = engine.fetch(D.decision_policies(), "decision_policies")
     engine.materialize("scv_qkeys", D.qkeys())
     engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
     engine.materialize("scv_dup_dec", D.duplicate_decisions())

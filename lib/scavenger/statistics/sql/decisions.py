@@ -180,9 +180,15 @@ SELECT policy_id, event_id, dslots AS slots, base_policy, {codes_sql(DECISION_RE
 FROM {flagged(cfg)} j WHERE NOT clean"""
 
 
+def policy_count() -> str:
+    """Distinct target policies in the decisions read (before any join): bounds the cost of what follows, before
+    any per-policy row is fetched (a file of millions of policy ids stops here, exit 2)."""
+    return "SELECT count(DISTINCT policy_id) AS policies FROM scv_dec"
+
+
 def decision_policies() -> str:
-    """(dt, policy_id): the decision rows read per target policy, before any join (quarantined ones included): how
-    many policies follow (a bound on the cost), and which ones have no clean decision at all (every event they
-    decide quarantined), so that they are reported, not silently missing."""
+    """(dt, policy_id): the decision rows read per target policy, before any join (quarantined ones included):
+    which policies have no clean decision at all (every event they decide quarantined), so that they are reported,
+    not silently missing. Fetched once :func:`policy_count` is within the limit."""
     return ("SELECT dt, policy_id, CAST(count(1) AS BIGINT) AS rows FROM scv_dec WHERE policy_id IS NOT NULL "
             "GROUP BY dt, policy_id")
