@@ -228,68 +228,6 @@ def test_estimates_and_verdicts_equal_between_engines(spark, tmp_path):
                        rtol=1e-9)
 
 
-def test_quarantined_rows_keep_their_context_map(spark, tmp_path):
-    """The flagged rows hold the context as its JSON text (scv_ev.context_json); the quarantined rows carry the map
-    back exactly, on both engines: null and empty maps, null values, quotes, backslashes, markup, key order."""
-    from scavenger.engines import open_engine
-    from scavenger.pipelines.common import describe_inputs, window_dates
-    from scavenger.statistics.scan import ScanPlan, StatsConfig
-    from scavenger.statistics.window import window_statistics
-
-    data = build_random(seed=6, K=2, n_ads=5, days=(0,), per_day=2 * len(ODD_CONTEXTS), with_nulls=False)
-    want = {}
-    for i, row in enumerate(data["logs"]):
-        row["context"] = ODD_CONTEXTS[i % len(ODD_CONTEXTS)]
-        if i % 2 == 0:                                   # half the rows quarantined (a propensity above 1)
-            row["slots"][0]["propensity"] = 1.5
-            want[row["event_id"]] = row["context"]
-    write_parquet(data, str(tmp_path))
-    for name in ("duckdb", "spark"):
-        eng = open_engine(name, "test", spark=spark if name == "spark" else None)
-        inputs = describe_inputs(f"{tmp_path}/logs", f"{tmp_path}/decisions")
-        window_statistics(eng, inputs.logs, inputs.decisions, window_dates(eng, inputs), ScanPlan(), StatsConfig(),
-                          quarantine_dir=str(tmp_path / f"q_{name}"))
-        eng.close()
-        q = pd.read_parquet(tmp_path / f"q_{name}" / "logs")
-        got = {r.event_id: (None if r.context is None else dict(r.context)) for r in q.itertuples()}
-        assert got == want, name
-        ordered = {r.event_id: None if r.context is None else [k for k, _ in r.context] for r in q.itertuples()}
-        assert all(ordered[e] == (None if c is None else list(c)) for e, c in want.items()), name
-
-
-def test_quarantined_decisions_keep_their_entries(spark, tmp_path):
-    """A one-entry-per-position decision travels the join as columns; quarantined, its entries come back as read
-    (nulls, partial and out-of-order lists sorted by position), on both engines."""
-    from scavenger.engines import open_engine
-    from scavenger.pipelines.common import describe_inputs, window_dates
-    from scavenger.statistics.scan import ScanPlan, StatsConfig
-    from scavenger.statistics.window import window_statistics
-
-    data = build_random(seed=8, K=3, n_ads=6, days=(0,), per_day=40, with_nulls=False)
-    want = {}
-    for i, d in enumerate(x for x in data["decisions"] if x["policy_id"] == "det"):
-        if i % 4 == 0:
-            d["slots"][1]["probability"] = 1.5                  # simple, quarantined
-        elif i % 4 == 1:
-            d["slots"] = [dict(d["slots"][0], ad_id=None), d["slots"][1]]   # simple, partial, a null ad
-        elif i % 4 == 2:
-            d["slots"] = [d["slots"][2], dict(d["slots"][0], probability=-1.0), d["slots"][1]]  # out of order
-        else:
-            continue
-        want[d["event_id"]] = sorted(d["slots"], key=lambda x: x["position"])
-    write_parquet(data, str(tmp_path))
-    for name in ("duckdb", "spark"):
-        eng = open_engine(name, "test", spark=spark if name == "spark" else None)
-        inputs = describe_inputs(f"{tmp_path}/logs", f"{tmp_path}/decisions")
-        window_statistics(eng, inputs.logs, inputs.decisions, window_dates(eng, inputs), ScanPlan(), StatsConfig(),
-                          quarantine_dir=str(tmp_path / f"q_{name}"))
-        eng.close()
-        q = pd.read_parquet(tmp_path / f"q_{name}" / "decisions")
-        q = q[q["policy_id"] == "det"]
-        got = {r.event_id: [dict(x) for x in r.slots] for r in q.itertuples()}
-        assert got == want, name
-
-
 HOSTILE_TEXT = ["it's", "a\\", "\\'", "${env:HOME}", "${spark.app.name}", "\u00e9 \u4e2d", "tab\tnew\nline", "\u0001",
                 "'; DROP TABLE t; --", "", "run-1"]
 

@@ -110,7 +110,8 @@ def _policies(stats, options: EvaluateOptions) -> list:
 def _unseen_policies(stats, policies: list, run: list, options: EvaluateOptions) -> list[dict]:
     """A policy of the decisions (or one --policies names) none of whose decisions falls on a clean logged event
     (every event it decides was quarantined, or it decides none) while others' do: a row per estimator that says
-    so, not a policy silently missing from the output."""
+    so, not a policy silently missing from the output. Only a policy --policies names makes a job that asked for an
+    estimator by name fail (exit 3); the others' rows were quarantined, which the quarantine check judges."""
     read = stats.table("decision_policies")
     rows = read.groupby("policy_id")["rows"].sum() if len(read) else pd.Series(dtype="int64")
     names = list(options.policies or []) or sorted(str(p) for p in rows.index)
@@ -118,10 +119,9 @@ def _unseen_policies(stats, policies: list, run: list, options: EvaluateOptions)
     for p in names:
         if p in policies:
             continue
-        n = int(rows.get(p, 0))
-        why = (f"none of the {n} decision rows of policy {p} falls on a clean logged event of the window (each was "
-               f"quarantined, or its event was: see quarantine/)" if n else
-               f"no decision of policy {p} in the window")
+        why = ("none of its decision rows falls on a clean logged event of the window (each was quarantined, or "
+               "its event was: see quarantine/)" if int(rows.get(p, 0)) else "no decision of this policy in the "
+                                                                             "window")
         out += [E.not_identified(p, e, why, 0, options.level) for e in run]
     return out
 
@@ -178,8 +178,9 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     if "scavenging_slate" in run:
         ctx.scavenging = E.scavenging_sums(stats)
     names = [r["policy_id"] for r in options.reorder]
-    rows = estimate_window(stats, policies, run, ctx, names) + _unseen_policies(stats, policies, run, options)
-    est = finish(rows, ctx, window, options.level)
+    unseen = _unseen_policies(stats, policies, run, options)
+    est = finish(estimate_window(stats, policies, run, ctx, names) + unseen, ctx, window, options.level)
+    quiet = set() if options.policies else {r["policy_id"] for r in unseen}
     diag = _diagnostics(stats, policies, ctx, notes)
     warnings, unused_diag = unused_rows(est)
     if unused_diag:
@@ -188,7 +189,7 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     by_day = _by_day(stats, policies, run, options, window, names) if options.by_day else None
     named = _named(options.estimators)
     refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
-               if not r["identified"] and _base_name(r["estimator"]) in named]
+               if not r["identified"] and _base_name(r["estimator"]) in named and r["policy_id"] not in quiet]
     return Evaluation(estimates=est, diagnostics=diag, adc=ctx.adc_table, window=window, estimates_by_day=by_day,
                       notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
                                      for r in est.to_dict("records") if not r["identified"]], refused=refused,

@@ -1,0 +1,63 @@
+"""Quarantined rows come back as read on both engines: the flagged events hold the context as its JSON text (read
+back as the map), and a one-entry-per-position decision travels the join as columns (its entries rebuilt)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from reference import build_random, write_parquet
+from test_engines import ODD_CONTEXTS
+
+
+def quarantine_on_both(spark, root, data, side: str) -> dict:
+    """{engine: the quarantined rows of ``side`` (logs or decisions)} after one pass of each engine over ``data``."""
+    from scavenger.engines import open_engine
+    from scavenger.pipelines.common import describe_inputs, window_dates
+    from scavenger.statistics.scan import ScanPlan, StatsConfig
+    from scavenger.statistics.window import window_statistics
+
+    write_parquet(data, str(root))
+    out = {}
+    for name in ("duckdb", "spark"):
+        eng = open_engine(name, "test", spark=spark if name == "spark" else None)
+        inputs = describe_inputs(f"{root}/logs", f"{root}/decisions")
+        window_statistics(eng, inputs.logs, inputs.decisions, window_dates(eng, inputs), ScanPlan(), StatsConfig(),
+                          quarantine_dir=str(root / f"q_{name}"))
+        eng.close()
+        out[name] = pd.read_parquet(root / f"q_{name}" / side)
+    return out
+
+
+def test_quarantined_rows_keep_their_context_map(spark, tmp_path):
+    """Null and empty maps, null values, quotes, backslashes, markup, key order: the map exactly as read."""
+    data = build_random(seed=6, K=2, n_ads=5, days=(0,), per_day=2 * len(ODD_CONTEXTS), with_nulls=False)
+    want = {}
+    for i, row in enumerate(data["logs"]):
+        row["context"] = ODD_CONTEXTS[i % len(ODD_CONTEXTS)]
+        if i % 2 == 0:                                   # half the rows quarantined (a propensity above 1)
+            row["slots"][0]["propensity"] = 1.5
+            want[row["event_id"]] = row["context"]
+    for name, q in quarantine_on_both(spark, tmp_path, data, "logs").items():
+        got = {r.event_id: (None if r.context is None else dict(r.context)) for r in q.itertuples()}
+        assert got == want, name
+        ordered = {r.event_id: None if r.context is None else [k for k, _ in r.context] for r in q.itertuples()}
+        assert all(ordered[e] == (None if c is None else list(c)) for e, c in want.items()), name
+
+
+def test_quarantined_decisions_keep_their_entries(spark, tmp_path):
+    """Simple (quarantined for a probability), partial with a null ad, and out-of-order decisions: their entries
+    as read, sorted by position."""
+    data = build_random(seed=8, K=3, n_ads=6, days=(0,), per_day=40, with_nulls=False)
+    want = {}
+    for i, d in enumerate(x for x in data["decisions"] if x["policy_id"] == "det"):
+        if i % 4 == 0:
+            d["slots"][1]["probability"] = 1.5                  # simple, quarantined
+        elif i % 4 == 1:
+            d["slots"] = [dict(d["slots"][0], ad_id=None), d["slots"][1]]   # simple, partial, a null ad
+        elif i % 4 == 2:
+            d["slots"] = [d["slots"][2], dict(d["slots"][0], probability=-1.0), d["slots"][1]]  # out of order
+        else:
+            continue
+        want[d["event_id"]] = sorted(d["slots"], key=lambda x: x["position"])
+    for name, q in quarantine_on_both(spark, tmp_path, data, "decisions").items():
+        q = q[q["policy_id"] == "det"]
+        assert {r.event_id: [dict(x) for x in r.slots] for r in q.itertuples()} == want, name
