@@ -109,23 +109,29 @@ class ScanResult:
 
 def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig = StatsConfig(),
               quarantine_dir: str | None = None, run_id: str = "adhoc", prior_ids: list | None = None,
-              batch: str = "b0", derived: list | None = None) -> ScanResult:
+              batch: str = "b0", derived: list | None = None, prior_relations: list | None = None) -> ScanResult:
     """The one pass over ``days`` (see module doc). ``logs``/``decisions``: :class:`scavenger.io.sources.Source`;
-    ``prior_ids``: stored event-id files of earlier days (cross-day duplicates); ``derived``: SQL of derived
-    decisions over scv_ev (re-orderings of the logged slates, statistics/reorder.py), joined like the others."""
+    ``prior_ids``: stored event-id files of earlier days (cross-day duplicates); ``prior_relations``: the engine's
+    event-id relations of this run's earlier passes over days not stored; ``derived``: SQL of derived decisions over
+    scv_ev (re-orderings of the logged slates, statistics/reorder.py), joined like the others."""
     from ..progress import note
 
     cfg = config.rules
-    engine.prepare([L.events(cfg), L.duplicate_ids(), L.duplicates(), L.events_view(cfg, bool(prior_ids)),
+    prior = bool(prior_ids or prior_relations)
+    engine.prepare([L.events(cfg), L.duplicate_ids(), L.duplicates(), L.events_view(cfg, prior),
                     L.log_counts(cfg.max_slots)])
     engine.read("scv_logs", logs, load_contract(LOGS), days)
     engine.materialize("scv_ev", L.events(cfg))
     engine.materialize("scv_dup_ids", L.duplicate_ids())
     engine.materialize("scv_dups", L.duplicates())
-    if prior_ids:
-        engine.read_parquet("scv_prior", prior_ids)
+    if prior:
+        parts = [f"SELECT id_hash FROM {r}" for r in prior_relations or []]
+        if prior_ids:
+            engine.read_parquet("scv_prior_files", prior_ids)
+            parts.append("SELECT id_hash FROM scv_prior_files")
+        engine.view("scv_prior", " UNION ALL ".join(parts))
         engine.materialize("scv_prior_hits", L.prior_hits())
-    engine.view("scv_events", L.events_view(cfg, bool(prior_ids)))
+    engine.view("scv_events", L.events_view(cfg, prior))
     log_counts = engine.fetch(L.log_counts(cfg.max_slots), "log_counts")
     k_max = pd.to_numeric(log_counts["k_max"], errors="coerce").max() if len(log_counts) else None
     K = int(0 if k_max is None or pd.isna(k_max) else k_max)   # no clean row: K = 0

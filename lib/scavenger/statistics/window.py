@@ -167,9 +167,11 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
     for n, batch in enumerate(runs):
         label = f"one pass over {len(batch)} day(s) {min(batch)}..{max(batch)}"
         prior = store.big_files("event_ids", [s for s in stored if s < min(batch)]) if store else []
+        # without a store, this run's earlier passes' event ids (kept by the engine) serve as the earlier days'
+        earlier = [] if store else list(big_parts["event_ids"])
         with phase(None, "statistics", label):
             res = scan_days(engine, logs, decisions, batch, plan, config, quarantine_dir, run_id, prior, f"b{n}",
-                            derived)
+                            derived, earlier)
         K = max(K, res.K)
         Kw = max(Kw, res.Kw)
         days = _split(res.tables, batch)
