@@ -514,7 +514,8 @@ def simulate_tables(seed: int, T: int = 4000, K: int = 2, n_ads: int = 4, n_ctx:
 
 def register_big(stats: WindowStats, engine, actions: pd.DataFrame, targets: pd.DataFrame, name=None) -> None:
     """The big slate tables: the logged slates ``actions`` (dt, held, slate_key, t) as each policy's slate_covered,
-    and ``targets`` (dt, policy_id, held, slate_key, n_target, n_match, s_r, s_r2), as engine relations of ``stats`` (named ``name``, replacing an earlier one, or new names). Every target
+    and ``targets`` (dt, policy_id, held, slate_key, n_target, n_match, s_r, s_r2), as engine relations of
+    ``stats`` (named ``name``, replacing an earlier one, or new names). Every target
     decides every event here, so each policy's slate_covered counts are the logged ones."""
     n = next(_SIM_NAMES) if name is None else name
     stats.big = {"slate_targets": f"sim_targets_{n}", "slate_covered": f"sim_covered_{n}"}

@@ -182,8 +182,9 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     out += [T.pair_cells(Kw), T.pair_strata()] if "pair_strata" in wanted and K > 1 else []
     out += [L.event_ids()]
     if decisions:
-        out += [D.policy_count(), D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(), D.duplicate_decisions(),
-                D.joined(config.rules, K, Kw), D.decision_counts(Kw, config.rules), DT.policy_groups(K, Kw)]
+        out += [D.policy_count(), D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(),
+                D.duplicate_decisions(), D.joined(config.rules, K, Kw), D.decision_counts(Kw, config.rules),
+                DT.policy_groups(K, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
         out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
         out += [DT.slate_targets(Kw)] if "slate_targets" in wanted else []

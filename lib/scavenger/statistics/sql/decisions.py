@@ -8,7 +8,7 @@ r pi_p(a)/mu_p(a), the per-row inverse-propensity weight).
 """
 from __future__ import annotations
 
-from ...checks.rules import (DECISION_REASONS, RuleConfig, any_flag_sql, codes_sql, decision_rules,
+from ...checks.rules import (DECISION_KEYED, DECISION_REASONS, RuleConfig, any_flag_sql, codes_sql, decision_rules,
                              element_columns, flag, mask_flags, reason_mask, sum_deviation_sql)
 from .literals import text
 
@@ -91,16 +91,14 @@ def joined(cfg: RuleConfig, K: int, Kw: int) -> str:
                       f"CASE WHEN simple THEN try_element_at(slots, {k}).probability END AS d_p_{k}, " for k in ks)
     rebuilt = ", ".join(f"named_struct('position', {k}, 'ad_id', d_a_{k}, 'probability', d_p_{k})" for k in ks)
     as_read = f"filter(array({rebuilt}), x -> x.position <= d_n)" if Kw else "dslots"
-    keyed = [flag(c) for c in ("DUPLICATE_DECISION", "UNKNOWN_EVENT", "EVENT_QUARANTINED", "PROBABILITY_SUM")]
+    keyed = [*DECISION_KEYED, "PROBABILITY_SUM"]    # decided by the join and the sums, not by reason_mask's rules
     # event_id only where the quarantine needs it: the tables read the clean rows by their columns alone; the row
     # rules as one integer (checks.rules.reason_mask), read back as flags by what reads them (:func:`flagged`)
     keep = ["policy_id", "CASE WHEN clean THEN NULL ELSE event_id END AS event_id", "dt", "base_policy", "simple",
-            "sum_dev", "reasons", flag("DUPLICATE_DECISION"),
-            flag("UNKNOWN_EVENT"), flag("EVENT_QUARANTINED"), flag("PROBABILITY_SUM"), *ev_cols]
+            "sum_dev", "reasons", *map(flag, keyed), *ev_cols]
     out = keep + ["clean", "det",
                   f"CASE WHEN simple THEN CASE WHEN clean THEN NULL ELSE {as_read} END ELSE dslots END AS dslots"]
     out += [f"d_a_{k}" for k in ks] + [f"d_p_{k}" for k in ks]
-    any_flag_sql_keyed = " OR ".join(keyed)
     return f"""
 WITH d AS (
   SELECT policy_id, event_id, dt, base_policy, _rid, simple, size(slots) AS d_n, {columns}
@@ -122,7 +120,7 @@ WITH d AS (
   SELECT f.*, coalesce(sum_dev > {float(cfg.sum_tolerance)!r}, false) AS {flag('PROBABILITY_SUM')}
   FROM f
 ), p AS (
-  SELECT g.*, NOT (reasons <> 0 OR {any_flag_sql_keyed}) AS clean,
+  SELECT g.*, NOT (reasons <> 0 OR {any_flag_sql(keyed)}) AS clean,
     CASE WHEN simple THEN {det_simple}
          ELSE size(filter(dslots, x -> x.probability > 0 AND x.probability < 1)) = 0 END AS det
   FROM g

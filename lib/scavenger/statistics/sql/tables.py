@@ -135,7 +135,8 @@ def context_cells() -> str:
     clean events with their context map (scv_events), which the narrow flat relation does not carry. Two steps, so
     that the explode of features times slots runs over distinct cells, not over events: the slots are counted per
     (context_id, context) first, the context keyed by its JSON text (scv_ev's context_json: a map is no grouping
-    key in Spark and a slow one in DuckDB; the text is one-to-one with the map), then the features of each cell are exploded and summed.
+    key in Spark and a slow one in DuckDB; the text is one-to-one with the map), then the features of each cell
+    are exploded and summed.
     A context map that repeats context_id is not counted twice (see below)."""
     cid = "named_struct('key', 'context_id', 'value', coalesce(context_id, '<null>'))"
     from .logs import CONTEXT_MAP as ctx
