@@ -183,13 +183,18 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     out += [L.event_ids()]
     if decisions:
         out += [D.policy_count(), D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(),
-                D.duplicate_decisions(), D.joined(config.rules, K, Kw), D.decision_counts(Kw, config.rules),
+                D.duplicate_decisions(), D.joined(config.rules, K, Kw, _rewards(wanted)), D.decision_counts(Kw, config.rules),
                 DT.policy_groups(K, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
         out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
         out += [DT.slate_targets(Kw)] if "slate_targets" in wanted else []
         out += [DT.slate_covered(Kw)] if "slate_covered" in wanted else []
     engine.prepare(out)
+
+
+def _rewards(wanted: set) -> bool:
+    """Whether scv_joined carries the slot rewards: some table of decisions.REWARD_TABLES is made."""
+    return bool(set(D.REWARD_TABLES) & set(wanted))
 
 
 def _ad_position(engine, Kw: int, config: StatsConfig, stratum: str) -> pd.DataFrame:
@@ -226,7 +231,7 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
     engine.materialize("scv_qkeys", D.qkeys())
     engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
     engine.materialize("scv_dup_dec", D.duplicate_decisions())
-    engine.materialize("scv_joined", D.joined(cfg, K, Kw))
+    engine.materialize("scv_joined", D.joined(cfg, K, Kw, _rewards(wanted)))
     dec_counts = engine.fetch(D.decision_counts(Kw, cfg), "decision_counts")
     tables["decision_counts"] = dec_counts
     if quarantine_dir:
