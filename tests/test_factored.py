@@ -436,6 +436,34 @@ def test_builtin_reorderings(flagged_events):
     assert not R.check_scores(pd.DataFrame({"ad_id": ["a", "b"], "score": [1.0, None]}))
 
 
+def test_builtin_reorderings_keep_the_positions_a_partial_slate_holds():
+    """A row holding some positions only (a slot left out, or an extra one at K + 1) is re-ordered among the
+    positions it holds: the i-th ad by score goes to the i-th held position, never to a position the row lacks
+    (before: renumbered 1..n, so a row holding 2 and 5 moved its ads to 1 and 2)."""
+    from scavenger.checks.rules import RuleConfig
+    from scavenger.contract import LOGS, load_contract
+    from scavenger.engines.duck import DuckDBEngine
+    from scavenger.pipelines.common import describe_inputs
+    from scavenger.statistics import reorder as R
+    from scavenger.statistics.sql import logs as L
+
+    data = build_random(seed=23, K=4, n_ads=7, days=(0,), per_day=80, with_nulls=False, odd_shapes=True)
+    eng = DuckDBEngine("test")
+    try:
+        eng.read("scv_logs", describe_inputs(arrow_tables(data)[0]).logs, load_contract(LOGS), None)
+        eng.materialize("scv_ev", L.events(RuleConfig()), keep=True)
+        got = eng.fetch(R.random_sql("reorder_random_5", 5))
+    finally:
+        eng.close()
+    logged = {e["event_id"]: e["slots"] for e in data["logs"]}
+    partial = 0
+    for eid, slots in zip(got["event_id"], got["slots"]):
+        held = sorted(s["position"] for s in logged[eid])
+        partial += held != list(range(1, len(held) + 1))
+        assert [s["position"] for s in slots] == held
+        assert sorted(s["ad_id"] for s in slots) == sorted(s["ad_id"] for s in logged[eid])
+    assert partial >= 2, partial
+
 def _partitioned(seed: int = 4, K: int = 2):
     """Logs whose context_id partitions the ads (as OBD's campaigns): stratum s0 (70% of the events) shows ads
     a0..a3, stratum s1 (30%) ads b0..b3, uniformly without replacement; a target that shows each stratum's first
@@ -532,3 +560,42 @@ def test_factored_strata_weights_count_only_the_events_a_policy_decides():
         assert math.isclose(fac["std_error"], se, rel_tol=1e-9), (fac["std_error"], se)
     finally:
         stats.engine.close()
+
+
+def test_score_table_with_ids_that_look_like_numbers(tmp_path):
+    """A score table whose ad ids look like numbers ("007", "7", "10") keeps them as text: the re-ordering sorts by
+    them (before: pandas read 007 as the number 7, which matched no logged ad, and the engine stopped mid-pass on
+    a numeric map key looked up with a text ad id)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scavenger.checks.rules import RuleConfig
+    from scavenger.contract import LOGS, load_contract
+    from scavenger.engines.duck import DuckDBEngine
+    from scavenger.pipelines.common import describe_inputs
+    from scavenger.statistics import reorder as R
+    from scavenger.statistics.sql import logs as L
+
+    data = build_random(seed=29, K=3, n_ads=4, days=(0,), per_day=40, with_nulls=False)
+    names = dict(zip(data["ads"], ["007", "7", "10", "0010"]))
+    for e in data["logs"]:
+        for s in e["slots"]:
+            s["ad_id"] = names[s["ad_id"]]
+    score = {"007": 4.0, "7": 3.0, "10": 2.0, "0010": 1.0}
+    (tmp_path / "s.csv").write_text("ad_id,score\n" + "".join(f"{a},{v}\n" for a, v in score.items()))
+    pq.write_table(pa.table({"ad_id": [7, 10], "score": [3.0, 2.0]}), tmp_path / "s.parquet")
+    assert R.read_scores(str(tmp_path / "s.parquet"))["ad_id"].tolist() == ["7", "10"]
+    scores = R.read_scores(str(tmp_path / "s.csv"))
+    assert scores["ad_id"].tolist() == list(score)
+    eng = DuckDBEngine("test")
+    try:
+        eng.read("scv_logs", describe_inputs(arrow_tables(data)[0]).logs, load_contract(LOGS), None)
+        eng.materialize("scv_ev", L.events(RuleConfig()), keep=True)
+        eng.register_frame("scv_scores", scores)
+        got = _orders(eng, R.scores_sql("reorder_scores", "scv_scores", R.check_scores(scores)))
+    finally:
+        eng.close()
+    logged = {e["event_id"]: [s["ad_id"] for s in e["slots"]] for e in data["logs"]}
+    assert set(got) == set(logged)
+    for eid, order in got.items():
+        assert order == sorted(logged[eid], key=lambda a: -score[a])

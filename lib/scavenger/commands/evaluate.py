@@ -181,13 +181,13 @@ def _check_score_table(path: str) -> None:
 
     from ..errors import UsageError
     from ..io import fs
-    from ..statistics.reorder import check_scores
+    from ..statistics.reorder import check_scores, read_scores
 
     if not fs.is_local(path):
         return
     where = f"--reorder scores:{path}"
     try:
-        scores = pd.read_csv(fs.local_path(path)) if path.endswith(".csv") else fs.read_parquet(path)
+        scores = read_scores(path)
     except UnicodeDecodeError:
         raise UsageError(f"{where}: the file is not UTF-8 text; save the CSV as UTF-8") from None
     except pd.errors.EmptyDataError:

@@ -3,8 +3,6 @@ re-orderings of each logged slate, statistics/reorder.py), joined like the decis
 the stored days' fingerprint. A CTR re-ordering is fitted first on an earlier window."""
 from __future__ import annotations
 
-import pandas as pd
-
 from ..errors import DataCheckFailed, UsageError
 from .common import GateConfig, Inputs, run_window
 
@@ -47,10 +45,7 @@ def derived_policies(engine, inputs: Inputs, options, gate, config, store, batch
                 raise DataCheckFailed(f"--reorder ctr: no impressions in the fit window {r['fit_from']}.."
                                       f"{r['fit_to']}")
         else:
-            from ..io import fs
-
-            path = r["path"]
-            scores = pd.read_csv(fs.local_path(path)) if path.endswith(".csv") else fs.read_parquet(path)
+            scores = R.read_scores(r["path"])
         by_context = R.check_scores(scores)
         table = f"scv_scores_{i}"
         engine.register_frame(table, scores)

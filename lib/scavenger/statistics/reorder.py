@@ -1,8 +1,8 @@
 """Built-in re-ordering policies as decisions, in the same pass (SQL over the day's flagged rows, scv_ev).
 
-A re-ordering keeps the logged ads of an event and sorts them by a score (descending; ties keep the logged order),
-giving a deterministic decision (policy_id, event_id, slots, base_policy, dt) that goes through the same join and
-tables as any other target (seed 001 section 4.2, the re-ordering estimator).
+A re-ordering keeps the logged ads of an event and sorts them by a score (descending; ties keep the logged order)
+over the positions the event holds, giving a deterministic decision (policy_id, event_id, slots, base_policy, dt)
+that goes through the same join and tables as any other target (seed 001 section 4.2, the re-ordering estimator).
 
 Scores: ``ctr`` (empirical CTR per ad, fitted on the ``ad_position`` statistics of an earlier window, optionally
 position-normalised by an ADC vector: sum_i C(a,i) / sum_i M(a,i) C_i); ``random`` (a seeded hash of (seed,
@@ -31,14 +31,19 @@ def ctr_scores(ad_position: pd.DataFrame, adc: np.ndarray | None = None) -> pd.D
 
 
 def _sorted(policy_id: str, score_of, source: str = "scv_ev", join: str = "") -> str:
-    """Decisions that order each event's logged slots by ``score_of(s)`` (a SQL expression of slot s)."""
+    """Decisions that order each event's logged slots by ``score_of(s)`` (a SQL expression of slot s) over the
+    positions the row holds: the i-th ad by score goes to the i-th held position (a row holding positions 2 and 5
+    is re-ordered among 2 and 5, not moved to 1 and 2: the re-ordering estimate compares C_j / C_i at positions
+    the logs showed)."""
     from .sql.literals import text
 
+    held = "array_sort(transform(e.slots, s -> s.position))"
     return f"""
 SELECT {text(policy_id)} AS policy_id, e.event_id AS event_id,
   transform(array_sort(transform(e.slots, s -> named_struct('neg', -1D * coalesce({score_of}, {LOWEST}),
     'p', s.position, 'a', s.ad_id))),
-    (x, i) -> named_struct('position', CAST(i + 1 AS INT), 'ad_id', x.a, 'probability', 1D)) AS slots,
+    (x, i) -> named_struct('position', CAST(try_element_at({held}, i + 1) AS INT), 'ad_id', x.a,
+      'probability', 1D)) AS slots,
   CAST(NULL AS STRING) AS base_policy, e.dt AS dt, CAST(0 AS BIGINT) AS _rid
 FROM {source} e {join}
 WHERE e.event_id IS NOT NULL AND size(e.slots) > 0"""
@@ -66,6 +71,22 @@ def _pair_key(context: str, ad: str) -> str:
     from .sql.logs import key_ad
 
     return f"concat({key_ad(context)}, '|', {key_ad(ad)})"
+
+
+def read_scores(path: str) -> pd.DataFrame:
+    """A score table from CSV or Parquet with its keys (ad_id, context_id) as text: ids such as ``007`` stay
+    ``007`` (a CSV reader's guess would make them the number 7, which matches no logged ad, and a numeric key
+    column would stop the engine mid-pass when the map is looked up with a text ad id)."""
+    from ..io import fs
+
+    keys = ("ad_id", "context_id")
+    if path.endswith(".csv"):
+        return pd.read_csv(fs.local_path(path), dtype={k: str for k in keys})
+    scores = fs.read_parquet(path)
+    for k in keys:
+        if k in scores.columns and not pd.api.types.is_string_dtype(scores[k]):
+            scores[k] = scores[k].map(lambda v: v if v is None or isinstance(v, str) or pd.isna(v) else str(v))
+    return scores
 
 
 def check_scores(scores: pd.DataFrame, max_entries: int = 500_000) -> bool:
