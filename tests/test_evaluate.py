@@ -233,6 +233,32 @@ def test_reorder_policies_and_usage_errors(dataset, tmp_path):
     assert main(["evaluate", "--gate", "off", "--logs", logs, "--out", str(out)]) == 2
 
 
+def test_reorder_policy_named_like_a_decisions_policy_is_refused(dataset, tmp_path, capsys):
+    """Decisions holding a policy named reorder_random_4 with --reorder random:4: the two would share one id (every
+    second decision quarantined as a duplicate, the estimates mixed), so the run stops before the pass with exit 2
+    naming the policy; another seed runs."""
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data, logs, decs, root = dataset
+    renamed = tmp_path / "decs"
+    for f in sorted(Path(decs).rglob("*.parquet")):
+        t = pq.read_table(f)
+        ids = t.column("policy_id").to_pylist()
+        t = t.set_column(t.schema.get_field_index("policy_id"), "policy_id",
+                         pa.array(["reorder_random_4" if i == ids[0] else i for i in ids], pa.string()))
+        dest = renamed / f.relative_to(decs)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(t, dest)
+    args = ["evaluate", "--gate", "off", "--logs", logs, "--decisions", str(renamed), "--out", str(tmp_path / "o")]
+    capsys.readouterr()
+    assert main(args + ["--reorder", "random:4"]) == 2
+    assert "the decisions hold a policy named reorder_random_4" in capsys.readouterr().err
+    assert main(args + ["--reorder", "random:5"]) == 0
+
+
 def test_gate_blocks_with_exit_3(dataset, tmp_path):
     """The data gate (enforce, the default): 12 of 180 log rows are quarantined (null rewards without a slate
     reward), above the 0.1% allowed, so nothing is written and the run exits 3 with the verdicts in result.json --

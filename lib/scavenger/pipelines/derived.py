@@ -16,6 +16,7 @@ def derived_policies(engine, inputs: Inputs, options, gate, config, store, batch
     from ..statistics import reorder as R
     from ..statistics.scan import ScanPlan
 
+    _check_names(engine, inputs, [r["policy_id"] for r in options.reorder or []])
     sqls, spec = [], []
     for i, r in enumerate(options.reorder or []):
         if r["kind"] == "random":
@@ -54,3 +55,23 @@ def derived_policies(engine, inputs: Inputs, options, gate, config, store, batch
     return sqls, (spec or None)
 
 
+
+
+def _check_names(engine, inputs: Inputs, ids: list) -> None:
+    """UsageError (exit 2) when the decisions read hold a policy named like a --reorder policy: the two would share
+    one policy id, so the second decision of each event would be quarantined as DUPLICATE_DECISION and the
+    estimates would mix them. One look at the decisions' policy ids (a column), before the pass."""
+    if not ids or inputs.decisions is None:
+        return
+    from ..contract import DECISIONS, load_contract
+    from ..safe import clip
+    from ..statistics.sql.literals import text
+
+    engine.read("scv_dec_names", inputs.decisions, load_contract(DECISIONS), None)
+    named = ", ".join(text(i) for i in ids)
+    clash = engine.fetch(f"SELECT DISTINCT policy_id FROM scv_dec_names WHERE policy_id IN ({named})",
+                         "reorder_names")
+    if len(clash):
+        taken = ", ".join(sorted(clip(p, 80) for p in clash["policy_id"]))
+        raise UsageError(f"the decisions hold a policy named {taken}, the name of a --reorder policy: rename that "
+                         f"policy in the decisions, or leave out the --reorder that makes it")
