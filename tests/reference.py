@@ -180,6 +180,10 @@ def log_reasons(ev, rmin=0.0, rmax=1.0, max_slots=64) -> set:
         out.add("REWARD_OUT_OF_RANGE")
     if sr is None and any(x["reward"] is None for x in s):
         out.add("MISSING_REWARD")
+    ctx = ev.get("context")
+    keys = [k for k, _ in ctx] if isinstance(ctx, (list, tuple)) else []     # a dict cannot repeat a key
+    if len(set(keys)) < len(keys):
+        out.add("CONTEXT_DUPLICATE_KEY")
     return out
 
 

@@ -61,3 +61,29 @@ def test_quarantined_decisions_keep_their_entries(spark, tmp_path):
     for name, q in quarantine_on_both(spark, tmp_path, data, "decisions").items():
         q = q[q["policy_id"] == "det"]
         assert {r.event_id: [dict(x) for x in r.slots] for r in q.itertuples()} == want, name
+
+
+def test_context_map_with_a_repeated_key_is_quarantined_on_both_engines(spark, tmp_path):
+    """A Parquet map may hold a key twice (pyarrow writes one; a dict cannot). Such a row is quarantined as
+    CONTEXT_DUPLICATE_KEY on both engines, its context null and its other columns as read; maps of 0-6 distinct
+    keys stay clean. Before: DuckDB stopped the whole job (exit 3) at the first statement that rebuilt the map, and
+    Spark counted both values in check a."""
+    data = build_random(seed=12, K=2, n_ads=5, days=(0,), per_day=60, with_nulls=False)
+    repeated = [[("k", "v1"), ("k", "v2")], [("a", "1"), ("b", "2"), ("a", "3")],
+                [("a", "1"), ("b", "2"), ("c", "3"), ("b", "4")],
+                [(f"f{i}", str(i)) for i in range(5)] + [("f1", "x")]]              # beyond the pairwise four
+    fine = [[], [("a", "1")], [("a", "1"), ("b", "1")], [(f"f{i}", "v") for i in range(6)]]
+    want = set()
+    for i, row in enumerate(data["logs"]):
+        if i % 5 == 0:
+            row["context"] = repeated[(i // 5) % len(repeated)]
+            want.add(row["event_id"])
+        else:
+            row["context"] = fine[i % len(fine)]
+    got = quarantine_on_both(spark, tmp_path, data, "logs")
+    for name, q in got.items():
+        assert set(q["event_id"]) == want, name
+        assert all(list(c) == ["CONTEXT_DUPLICATE_KEY"] for c in q["reason_codes"]), name
+        assert q["context"].isna().all(), name
+        slots = {r.event_id: [dict(s) for s in r.slots] for r in q.itertuples()}
+        assert all(slots[e["event_id"]] == e["slots"] for e in data["logs"] if e["event_id"] in want), name

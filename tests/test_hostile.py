@@ -381,9 +381,13 @@ def test_no_row_vanishes_between_the_directories_and_the_counts(tmp_path, capsys
     assert pq.read_table(tmp_path / "qout" / "quarantine" / "logs").num_rows == 1
 
 
-def test_context_map_holding_a_key_twice_is_a_data_check(tmp_path):
-    """A context map with one key twice in a row (pyarrow writes it without complaint): DuckDB's Parquet reader
-    refuses the whole file, so the run is a failed data check naming the fix (exit 3), not an internal error."""
+def test_context_map_holding_a_key_twice_is_quarantined(tmp_path):
+    """A context map with one key twice in a row (pyarrow writes it without complaint) is that row's defect: it is
+    quarantined as CONTEXT_DUPLICATE_KEY and the run goes on (before: DuckDB stopped the whole job). A context
+    written as a list of (key, value) pairs that repeats a key cannot become a map at all: a failed data check
+    naming the fix (exit 3), not an internal error."""
+    import pandas as pd
+
     build(tmp_path, per_day=50)
 
     def twice(t):
@@ -393,10 +397,22 @@ def test_context_map_holding_a_key_twice_is_a_data_check(tmp_path):
         return t.set_column(t.schema.get_field_index("context"), "context", pa.array(ctx, typ))
 
     _rewrite(tmp_path / "logs" / "dt=2026-01-01", twice)
-    assert main(["evaluate", "--logs", str(tmp_path / "logs"), "--decisions", str(tmp_path / "decisions"),
-                 "--engine", "duckdb", "--out", str(tmp_path / "out")]) == 3
-    res = json.loads((tmp_path / "out" / "result.json").read_text())
-    assert "holds the same key twice" in res["message"] and "--engine spark" in res["message"]
+    args = ["evaluate", "--logs", str(tmp_path / "logs"), "--decisions", str(tmp_path / "decisions"),
+            "--engine", "duckdb", "--gate", "report"]
+    assert main(args + ["--out", str(tmp_path / "out")]) == 0
+    q = pd.read_parquet(tmp_path / "out" / "quarantine" / "logs")
+    assert [list(c) for c in q["reason_codes"]] == [["CONTEXT_DUPLICATE_KEY"]] and q["context"].isna().all()
+
+    def as_pairs(t):
+        ctx = [list(c) if c else [] for c in t.column("context").to_pylist()]
+        typ = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
+        return t.set_column(t.schema.get_field_index("context"), "context",
+                            pa.array([[{"key": k, "value": v} for k, v in c] for c in ctx], typ))
+
+    _rewrite(tmp_path / "logs" / "dt=2026-01-01", as_pairs)
+    assert main(args + ["--out", str(tmp_path / "out2")]) == 3
+    res = json.loads((tmp_path / "out2" / "result.json").read_text())
+    assert "holds the same key twice" in res["message"] and "Parquet map" in res["message"]
 
 
 # ---- 5. every ending recorded ------------------------------------------------------------------------------------

@@ -112,11 +112,14 @@ def _classify(exc: BaseException, before_run: bool = False) -> tuple[int, str, s
         where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
         return errors.EXIT_USAGE, "bad_arguments", _bounded(f"cannot read or write a path given: {where} (check "
                                                             f"the path and its permissions)")
-    if "Map keys must be unique" in str(exc) and type(exc).__module__.startswith(("duckdb", "_duckdb")):
+    if ("Map keys must be unique" in str(exc) and type(exc).__module__.startswith(("duckdb", "_duckdb"))) or \
+            "DUPLICATED_MAP_KEY" in str(exc):
+        # a Parquet map that repeats a key is quarantined (CONTEXT_DUPLICATE_KEY); a context written as a list of
+        # (key, value) pairs is made a map as it is read, which neither engine does with a key twice
         return errors.EXIT_DATA_CHECK, "data_check_failed", _bounded(
-            "a map column of the input (context) holds the same key twice in one row, which DuckDB's Parquet "
-            "reader refuses for the whole file: write each key once per row (the writer's map builder), or run "
-            "with --engine spark")
+            "the context of some row, written as a list of (key, value) pairs, holds the same key twice, so it "
+            "cannot be read as a map: write each key once per row (or write the column as a Parquet map, whose "
+            "rows with a repeated key are quarantined as CONTEXT_DUPLICATE_KEY)")
     if before_run and isinstance(exc, UnicodeError):
         return errors.EXIT_USAGE, "bad_arguments", _bounded(f"a path or value given is not valid UTF-8: {exc}")
     return errors.EXIT_INTERNAL, "internal_error", f"{type(exc).__name__}: {_one_line(exc)}"

@@ -26,6 +26,9 @@ Reason codes (impression logs)
   MISSING_REWARD      slate_reward null and some slot reward null: the slate reward is unknown
   EVENT_TIME_UNPARSEABLE  event_time null (a value that does not parse becomes null via try_cast)
   EVENT_TIME_OUTSIDE_DT   the UTC date of event_time is not dt
+  CONTEXT_DUPLICATE_KEY   the context map holds a key twice (a Parquet map may; no engine can use it: DuckDB
+                      refuses such a map, Spark would count both values): the quarantined row's context is null,
+                      its other columns as read
 Reason codes (decisions)
   NULL_POLICY_ID, NULL_EVENT_ID, NULL_DT, EMPTY_SLOTS, NULL_AD
   PROBABILITY_OUT_OF_RANGE  a probability null, NaN or outside [0, 1]
@@ -48,7 +51,7 @@ LOG_REASONS = [
     "NULL_PROPENSITY", "ZERO_PROPENSITY", "PROPENSITY_GT_1",
     "DUPLICATE_EVENT_ID", "DUPLICATE_AD", "DUPLICATE_POSITION", "POSITION_GAP",
     "REWARD_NOT_FINITE", "REWARD_OUT_OF_RANGE", "MISSING_REWARD",
-    "EVENT_TIME_UNPARSEABLE", "EVENT_TIME_OUTSIDE_DT",
+    "EVENT_TIME_UNPARSEABLE", "EVENT_TIME_OUTSIDE_DT", "CONTEXT_DUPLICATE_KEY",
 ]
 DECISION_REASONS = [
     "NULL_POLICY_ID", "NULL_EVENT_ID", "NULL_DT", "EMPTY_SLOTS", "NULL_AD",
@@ -126,6 +129,27 @@ def slot_extreme(fn: str, array: str, value: str, var: str = "s") -> str:
 PAIRWISE_MAX = UNROLL   # slates of up to this many slots are checked for repeats by comparing pairs (no per-row hash)
 
 
+KEYS = ("_k1", "_k2", "_k3", "_k4")   # the context map's first keys as columns (key_columns), like ELEMENTS
+
+
+def key_columns(m: str = "context") -> str:
+    """The first keys of map ``m`` as columns _k1.._k4, which :func:`_key_repeats` compares pairwise."""
+    return ", ".join(f"try_element_at(map_keys({m}), {i}) AS {k}" for i, k in enumerate(KEYS, 1))
+
+
+def _key_repeats(m: str = "context") -> str:
+    """The map holds a key twice (CONTEXT_DUPLICATE_KEY). A Parquet map may; both engines read it and list its
+    keys, but DuckDB refuses to build such a map again from its JSON text and Spark's features would count both
+    values, so the row is set aside before anything reads its context. Maps of up to four keys (nearly all) compare
+    the key columns of :func:`key_columns` pairwise (no per-row hash); larger ones compare distinct keys."""
+    keys = f"map_keys({m})"
+    cases = [f"WHEN size({keys}) = {n} THEN coalesce("
+             + " OR ".join(f"{KEYS[i]} = {KEYS[j]}" for i in range(n) for j in range(i + 1, n)) + ", false)"
+             for n in range(2, len(KEYS) + 1)]
+    return (f"CASE WHEN {m} IS NULL OR size({keys}) < 2 THEN false {' '.join(cases)} "
+            f"ELSE size(array_distinct({keys})) < size({keys}) END")
+
+
 def _repeats(field: str) -> str:
     """Some non-null value of the slots' ``field`` occurs twice. Slates of up to PAIRWISE_MAX slots (nearly all) compare
     their pairs directly, which costs a few comparisons per row; longer ones compare distinct values. Nulls are left
@@ -177,6 +201,7 @@ def log_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
         ("EVENT_TIME_UNPARSEABLE", "event_time IS NULL"),
         ("EVENT_TIME_OUTSIDE_DT", "event_time IS NOT NULL AND dt IS NOT NULL "
                                   "AND floor(unix_seconds(event_time) / 86400) <> unix_date(dt)"),
+        ("CONTEXT_DUPLICATE_KEY", _key_repeats()),
     ]
     assert [c for c, _ in rules] == [c for c in LOG_REASONS if c not in LOG_KEYED]
     return rules

@@ -6,7 +6,7 @@ whether it holds position k): it contributes through the slots it holds.
 """
 from __future__ import annotations
 
-from ...checks.rules import (LOG_REASONS, RuleConfig, slot_any, codes_sql, flag, element_columns,
+from ...checks.rules import (LOG_REASONS, RuleConfig, slot_any, codes_sql, flag, element_columns, key_columns,
                              log_rules, mask_flags, reason_mask, slot_extreme)
 from .literals import text
 
@@ -26,7 +26,8 @@ def events(cfg: RuleConfig) -> str:
 SELECT {columns}, _rid, n_slots, substr(h, 1, 16) AS id_hash,
   CASE WHEN instr('13579bdf', substr(h, 16, 1)) > 0 THEN 1 ELSE 0 END AS fold,
   {reason_mask(log_rules(cfg))} AS reasons
-FROM (SELECT scv_logs.*, md5(coalesce(event_id, '')) AS h, coalesce(size(slots), 0) AS n_slots, {element_columns()}
+FROM (SELECT scv_logs.*, md5(coalesce(event_id, '')) AS h, coalesce(size(slots), 0) AS n_slots, {element_columns()},
+        {key_columns()}
       FROM scv_logs) l"""
 
 
@@ -100,9 +101,12 @@ GROUP BY dt"""
 
 
 def quarantined(run_id: str) -> str:
-    """The quarantined rows: the contract's columns, their reason codes and the run that set them aside."""
+    """The quarantined rows: the contract's columns, their reason codes and the run that set them aside (a context
+    map that holds a key twice, CONTEXT_DUPLICATE_KEY, as null: no map can hold it)."""
     return f"""
-SELECT event_id, event_time, context_id, {CONTEXT_MAP} AS context, logging_policy, slots, slate_reward,
+SELECT event_id, event_time, context_id,
+  CASE WHEN {flag('CONTEXT_DUPLICATE_KEY')} THEN CAST(NULL AS MAP<STRING, STRING>) ELSE {CONTEXT_MAP} END AS context,
+  logging_policy, slots, slate_reward,
   {codes_sql(LOG_REASONS)} AS reason_codes, {text(run_id)} AS run_id, dt
 FROM scv_events WHERE NOT clean"""
 
