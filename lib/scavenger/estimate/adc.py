@@ -33,7 +33,8 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
 
 
 def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float) -> pd.DataFrame:
-    """The ADC table with identification: rows the data cannot identify carry NaN and the reason."""
+    """The ADC table with identification: rows the data cannot identify carry NaN and the reason; an identified row
+    without an interval (width 0: no variation in its rewards) the reason for that."""
     from ..estimators import adc as A
 
     ap = stats.table("ad_position")
@@ -49,6 +50,13 @@ def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float) ->
     bad = ~table["identified"]
     for c in ("coefficient", "std_error", "ci_low", "ci_high"):
         table.loc[bad, c] = math.nan
+    # an identified C_i whose interval would have width 0 has none (estimators/adc._interval): say why
+    flat = table["identified"] & (table["position"] > 1) & (table["std_error"] == 0) & table["ci_low"].isna()
+    table.loc[flat, "reason"] = [
+        f"no interval: the rewards at position {int(p)} (and at 1, which the ratio weighs by C_{int(p)}) show no "
+        f"variation among the ads used (all 0 or all 1, e.g. no click at position {int(p)}), so the variance is 0 "
+        f"and an interval of width 0 would claim certainty; more impressions (clicks) at position {int(p)} give one"
+        for p in table.loc[flat, "position"]]
     if "note" not in table.columns:
         table["note"] = None
     ranked = A.ranker_positions(ap)

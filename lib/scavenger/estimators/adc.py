@@ -34,6 +34,7 @@ import pandas as pd
 
 METHODS = ("naive", "uniform", "heuristic", "variance_optimal")
 SMOOTHING = 10.0   # the jobs' default pseudo-impressions of s2 (cross-fitted weights on ~50 impressions a cell)
+S2_FLOOR = 1e-12   # the weights' least s2; the intervals' s2 is 0 below S2_FLOOR x the mean square (rounding)
 ADC_COLUMNS = ["position", "method", "coefficient", "std_error", "ci_low", "ci_high", "interval_kind", "ads_used",
                "impressions_used", "dcg", "level"]
 
@@ -83,14 +84,18 @@ def _ctr(C, M):
         return np.where(M > 0, C / np.where(M > 0, M, 1.0), 0.0)
 
 
-def smoothed_variance(M, C, C2, smoothing: float = 1.0):
-    """s2(a,j) = q~ - p~^2 with p~, q~ shrunk toward the position's pooled mean by ``smoothing`` pseudo-impressions."""
+def smoothed_variance(M, C, C2, smoothing: float = 1.0, floor: float | None = S2_FLOOR):
+    """s2(a,j) = q~ - p~^2 with p~, q~ shrunk toward the position's pooled mean by ``smoothing`` pseudo-impressions,
+    at least ``floor`` (the weights divide by it). ``floor=None``: the variance the intervals take, with no floor (0
+    where s2 <= S2_FLOOR q~, rounding): a position whose rewards are all 0 or all 1 has pooled mean 0 or 1, so its
+    smoothed s2 is 0 and only the floor gave its interval width (~1e-6, claiming certainty; see :func:`adc_table`)."""
     Mtot = M.sum(axis=0)
     pbar = np.where(Mtot > 0, C.sum(axis=0) / np.where(Mtot > 0, Mtot, 1), 0.0)
     qbar = np.where(Mtot > 0, C2.sum(axis=0) / np.where(Mtot > 0, Mtot, 1), 0.0)
     p = (C + smoothing * pbar) / (M + smoothing)
     q = (C2 + smoothing * qbar) / (M + smoothing)
-    return np.maximum(q - p * p, 1e-12)
+    s2 = q - p * p
+    return np.where(s2 > S2_FLOOR * q, s2, 0.0) if floor is None else np.maximum(s2, floor)
 
 
 def alpha_weights(method: str, M, C, C2, i: int, smoothing: float = 1.0) -> np.ndarray:
@@ -165,8 +170,9 @@ def estimate_position(method: str, M, C, C2, i: int, smoothing: float = 1.0, fol
         if m_i <= 0 or m_1 <= 0 or C[:, 0].sum() <= 0:
             return math.nan, math.nan, int((M[:, i] > 0).sum()), float(m_i + m_1)
         p_i, p_1 = C[:, i].sum() / m_i, C[:, 0].sum() / m_1
-        v_i = max(C2[:, i].sum() / m_i - p_i * p_i, 0.0) / m_i
-        v_1 = max(C2[:, 0].sum() / m_1 - p_1 * p_1, 0.0) / m_1
+        q_i, q_1 = C2[:, i].sum() / m_i, C2[:, 0].sum() / m_1       # s2 below rounding of the mean square: 0
+        v_i = (q_i - p_i * p_i if q_i - p_i * p_i > S2_FLOOR * q_i else 0.0) / m_i
+        v_1 = (q_1 - p_1 * p_1 if q_1 - p_1 * p_1 > S2_FLOOR * q_1 else 0.0) / m_1
         R = p_i / p_1
         var = (v_i + R * R * v_1) / (p_1 * p_1)  # = R^2 (v_i/p_i^2 + v_1/p_1^2)
         return R, var, int((M[:, i] > 0).sum()), float(m_i + m_1)
@@ -180,7 +186,7 @@ def estimate_position(method: str, M, C, C2, i: int, smoothing: float = 1.0, fol
     if not used.any() or D <= 0:
         return math.nan, math.nan, n_used, imps
     with np.errstate(divide="ignore", invalid="ignore"):   # s2 smoothed as the weights' (see the module doc)
-        v = np.where(M > 0, smoothed_variance(M, C, C2, smoothing) / np.where(M > 0, M, 1.0), 0.0)
+        v = np.where(M > 0, smoothed_variance(M, C, C2, smoothing, None) / np.where(M > 0, M, 1.0), 0.0)
     R = N / D
     D2 = D * D       # 0 for a tiny positive D (rewards near 1e-162 at position 1): divide by D twice, never by 0
     num = float(a * a @ v[:, i]) + R * R * float(a * a @ v[:, 0])
@@ -188,9 +194,20 @@ def estimate_position(method: str, M, C, C2, i: int, smoothing: float = 1.0, fol
     return R, var, n_used, imps
 
 
+def _interval(i: int, lo: float, hi: float) -> tuple[float, float]:
+    """(lo, hi), or no interval (NaN, NaN) of width 0 at a position i > 1 (0-based i > 0): the rewards there (and
+    at 1, as the ratio weighs them) show no variation -- all 0 or all 1 -- so the variance is 0 and [C, C] would
+    claim certainty (the rule of estimators/intervals.clt_or_none; estimate/adc.adc_rows says why). C_1 = 1 is the
+    reference by definition, not an estimate: [1, 1]."""
+    if i > 0 and math.isfinite(lo) and math.isfinite(hi) and not hi > lo:
+        return math.nan, math.nan
+    return lo, hi
+
+
 def adc_table(ad_position: pd.DataFrame, methods=METHODS, level: float = 0.95, dcg_base: float = 2.0,
               smoothing: float = 1.0, bootstrap: bool = True) -> pd.DataFrame:
-    """The ADC output table: one row per (position, method, interval_kind) with the DCG reference beside."""
+    """The ADC output table: one row per (position, method, interval_kind) with the DCG reference beside; a row
+    whose interval would have width 0 has none (ci NaN, std_error 0: :func:`_interval`)."""
     ads, positions, M, C, C2 = matrices(ad_position)
     K = len(positions)
     folds = fold_matrices(ad_position, ads, K)
@@ -205,8 +222,9 @@ def adc_table(ad_position: pd.DataFrame, methods=METHODS, level: float = 0.95, d
         for i in range(K):
             coef, var, n_ads, imps = estimate_position(method, M, C, C2, i, smoothing, folds)
             se = math.sqrt(var) if var == var else math.nan
+            lo, hi = _interval(i, coef - z * se, coef + z * se)
             rows.append({"position": i + 1, "method": method, "coefficient": coef, "std_error": se,
-                         "ci_low": coef - z * se, "ci_high": coef + z * se, "interval_kind": "delta",
+                         "ci_low": lo, "ci_high": hi, "interval_kind": "delta",
                          "ads_used": n_ads, "impressions_used": imps, "dcg": ref[i], "level": level})
             if boot is not None:
                 Mb, Cb = boot
@@ -220,6 +238,8 @@ def adc_table(ad_position: pd.DataFrame, methods=METHODS, level: float = 0.95, d
                 if reps.size:
                     lo, hi = np.quantile(reps, [0.5 - level / 2, 0.5 + level / 2])
                     bse = float(reps.std(ddof=1)) if reps.size > 1 else math.nan
+                    if i > 0 and not hi > lo:             # every replicate the same: no width, no interval
+                        lo, hi, bse = _interval(i, lo, hi) + (0.0,)
                 else:
                     lo = hi = bse = math.nan
                 rows.append({"position": i + 1, "method": method, "coefficient": coef, "std_error": bse,

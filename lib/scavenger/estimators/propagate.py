@@ -61,7 +61,7 @@ def influence(ad_position: pd.DataFrame, method: str, smoothing: float = 1.0) ->
         else:
             a, Mc, Cc, C2c = _cells(method, M, C, C2, i, smoothing, folds)
             ctr = _ctr(Cc, Mc)
-            s2 = smoothed_variance(Mc, Cc, C2c, smoothing)
+            s2 = smoothed_variance(Mc, Cc, C2c, smoothing, None)   # the delta interval's s2: no floor
             D = float(a @ ctr[:, 0])
             if D <= 0 or not (a > 0).any():
                 continue

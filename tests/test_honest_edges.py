@@ -1,0 +1,70 @@
+"""No number the data cannot identify, on hand-made edge cases (no engine): an ADC whose rewards show no variation
+gets no interval of width 0; a factored target on a position without an ADC is not identified (not C = 0);
+wPI / SNIPS without a positive denominator are not identified; and the slate family's reason for too few events
+says which case it is."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scavenger import estimate as E
+from scavenger.estimate.common import Context
+from scavenger.estimate.slate import slate_rows
+from scavenger.estimators import adc as A
+from scavenger.estimators import factored as F
+from scavenger.estimators import slate as S
+from scavenger.estimators.slate_moments import SlateMoments
+
+
+class _Stats:
+    def __init__(self, **tables):
+        self.tables = tables
+
+    def table(self, name):
+        return self.tables.get(name, pd.DataFrame())
+
+
+def _ad_position(cells, boot: int = 0) -> pd.DataFrame:
+    """Rows (ad, position, m, c) with 0/1 rewards (c2 = c); ``boot`` replicates equal to the data."""
+    rows = [dict(logging_policy="L", fold=0, ad_id=a, position=p, m=float(m), c=float(c), c2=float(c))
+            for a, p, m, c in cells]
+    df = pd.DataFrame(rows)
+    if boot:
+        df["m_boot"] = [[m] * boot for m in df["m"]]
+        df["c_boot"] = [[c] * boot for c in df["c"]]
+    return df
+
+
+# ---- 1. ADC: no width-0 interval where the rewards show no variation ----------------------------------------
+@pytest.mark.parametrize("clicks, coef", [(0, 0.0), (1, 1.0)])
+def test_adc_without_reward_variation_has_no_interval(clicks, coef):
+    # no click at position 2 (clicks 0; 2 of 5 at position 1), or every impression clicked at 1 and 2 (clicks 1):
+    # before, naive gave [C, C] and the alpha methods [C - 1e-6, C + 1e-6] from the 1e-12 floor of s2
+    m = 5 if clicks == 0 else 3
+    cells = [(a, p, m, (2 if p == 1 else 0) if clicks == 0 else m) for a in ("1", "01", "é") for p in (1, 2)]
+    ap = _ad_position(cells, boot=4)
+    table = A.adc_table(ap, level=0.95, smoothing=10.0)
+    two = table[table["position"] == 2]
+    assert len(two) == 8 and (two["coefficient"] == coef).all()
+    assert (two["std_error"] == 0.0).all() and two["ci_low"].isna().all() and two["ci_high"].isna().all()
+    one = table[table["position"] == 1]            # C_1 = 1 is the reference, not an estimate: [1, 1] stays
+    assert (one["ci_low"] == 1.0).all() and (one["ci_high"] == 1.0).all()
+    rows = E.adc_rows(_Stats(ad_position=ap.drop(columns=["m_boot", "c_boot"])), A.METHODS, 0.95, 2.0, 10.0)
+    two = rows[rows["position"] == 2]
+    assert two["identified"].all() and (two["coefficient"] == coef).all() and two["ci_low"].isna().all()
+    assert two["reason"].str.contains("no interval: the rewards at position 2").all()
+    assert two["reason"].str.contains("width 0 would claim certainty").all()
+    assert rows.loc[rows["position"] == 1, "reason"].isna().all()
+
+
+def test_adc_with_reward_variation_keeps_its_interval():
+    cells = [(a, p, 5, c) for a, cs in (("x", (2, 1)), ("y", (3, 2))) for p, c in zip((1, 2), cs)]
+    t = A.adc_table(_ad_position(cells), methods=("naive",), bootstrap=False).set_index("position")
+    R = (3 / 10) / (5 / 10)
+    var = R * R * ((0.3 * 0.7 / 10) / 0.3 ** 2 + (0.5 * 0.5 / 10) / 0.5 ** 2)
+    assert math.isclose(t.loc[2, "coefficient"], R) and math.isclose(t.loc[2, "std_error"], math.sqrt(var))
+    assert t.loc[2, "ci_high"] > t.loc[2, "ci_low"]
