@@ -68,3 +68,43 @@ def test_adc_with_reward_variation_keeps_its_interval():
     var = R * R * ((0.3 * 0.7 / 10) / 0.3 ** 2 + (0.5 * 0.5 / 10) / 0.5 ** 2)
     assert math.isclose(t.loc[2, "coefficient"], R) and math.isclose(t.loc[2, "std_error"], math.sqrt(var))
     assert t.loc[2, "ci_high"] > t.loc[2, "ci_low"]
+
+
+# ---- 2. factored: a target position without an ADC is not identified -------------------------------------------
+def _factored_case(pos_b: int = 4):
+    fac = pd.DataFrame({"ad_id": ["a", "a"], "pos_i": [1, 1], "pos_j": [1, 4], "s_rp": [5.0, 5.0],
+                        "s_r2p": [5.0, 5.0]})
+    fsq = pd.DataFrame({"ad_id": ["a"] * 4, "pos_i": [1] * 4, "pos_j": [1, 1, 4, 4], "pos_j2": [1, 4, 1, 4],
+                        "s_r2pp": [2.5] * 4})
+    tp = pd.DataFrame({"ad_id": ["a", "b"], "pos_j": [1, pos_b], "s_p": [10.0, 10.0]})
+    return fac, fsq, tp, pd.Series({"a": 20.0})
+
+
+def test_factored_target_beyond_the_adc_is_not_identified():
+    fac, fsq, tp, T = _factored_case()
+    est = F.factored_estimate(fac, fsq, T, np.array([1.0, 0.6, 0.5]), placements=tp)
+    # before: value 0.25 (C_4 counted as 0) and unsupported_share 0.0 (b's mass at 4 dropped)
+    assert est["identified"] is False and math.isnan(est["value"]) and math.isnan(est["unsupported_share"])
+    assert "no coefficient at position(s) 4" in est["reason"] and "pass --adc" in est["reason"]
+    # with C_4 given they are a value: (5 + 5 C_4) / 20, and b's attention 10 C_4 of 10 + 10 C_4 is unsupported
+    est = F.factored_estimate(fac, fsq, T, np.array([1.0, 0.6, 0.5, 0.4]), placements=tp)
+    assert est["identified"] and math.isclose(est["value"], (5 + 5 * 0.4) / 20)
+    assert math.isclose(est["unsupported_share"], 4.0 / (10 + 4))
+    # a NaN coefficient inside 1..K is the same case
+    est = F.factored_estimate(fac, fsq, T, np.array([1.0, 0.6, 0.5, np.nan]))
+    assert not est["identified"] and "position(s) 4" in est["reason"]
+
+
+def test_stored_adc_table_may_cover_positions_beyond_the_logs(tmp_path):
+    # the advice "pass --adc with a table covering position 4" must work on logs of K = 3: the vector keeps C_4
+    path = tmp_path / "adc.csv"
+    pd.DataFrame({"position": [1, 2, 3, 4, 6], "method": "heuristic", "coefficient": [1.0, 0.6, 0.5, 0.4, 0.3]}
+                 ).to_csv(path, index=False)
+    ctx = Context(options=SimpleNamespace(adc=str(path), adc_method="heuristic", level=0.95, dcg_base=2.0))
+    stats = SimpleNamespace(K=3, table=lambda name: pd.DataFrame())
+    E.resolve_adc(stats, ctx)
+    assert ctx.adc_reason is None and np.allclose(ctx.C[:4], [1.0, 0.6, 0.5, 0.4]) and np.isnan(ctx.C[4])
+    assert ctx.C[5] == 0.3
+    fac, fsq, tp, T = _factored_case(pos_b=5)
+    est = F.factored_estimate(fac, fsq, T, ctx.C, placements=tp)          # b at 5, where the table has a gap
+    assert not est["identified"] and "position(s) 5" in est["reason"]

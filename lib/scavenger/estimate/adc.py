@@ -89,12 +89,17 @@ def resolve_adc(stats, ctx: Context) -> None:
     if "interval_kind" in sub.columns:
         sub = sub[sub["interval_kind"].isin(["delta", "crossfit", "none",
                                              sub["interval_kind"].iloc[0] if len(sub) else ""])]
-    C = A.adc_vector(sub, opts.adc_method, max(stats.K, 1)) if len(sub) else np.full(max(stats.K, 1), np.nan)
-    if not np.all(np.isfinite(C)) or np.any(C <= 0):
+    # a stored table may cover more positions than the logs show (a target placing ads beyond them: factored, which
+    # says which it lacks); the logged positions 1..K must all have a positive coefficient
+    K = max(stats.K, 1)
+    K_all = max(K, int(np.nan_to_num(pd.to_numeric(sub["position"], errors="coerce").max())) if len(sub) else K)
+    C = A.adc_vector(sub, opts.adc_method, K_all) if len(sub) else np.full(K, np.nan)
+    C[K:][~(C[K:] > 0)] = np.nan
+    if not np.all(np.isfinite(C[:K])) or np.any(C[:K] <= 0):
         reasons = sub[sub.get("identified", True) == False]["reason"].dropna().unique().tolist() \
             if "identified" in sub.columns else []  # noqa: E712
         ctx.adc_reason = (reasons[0] if reasons else f"the ADC vector has missing or non-positive coefficients "
-                                                      f"{np.round(C, 4).tolist()}") + \
+                                                      f"{np.round(C[:K], 4).tolist()}") + \
             "; pass --adc with an ADC table estimated from ranked logs"
         ctx.C = None
         return
@@ -187,6 +192,8 @@ def _factored_row(p, n: int, f_p, q_p, T_a, placements, strata, ctx: Context, ex
                    f"ads partitioned by the calibration key into {strata.attrs['strata']} eligibility strata: "
                    f"V = sum_s (T_s/T) V_s")
     est = F.factored_estimate(f_p, q_p, T_a, ctx.C, placements, opts.level, weights=strata)
+    if not est["identified"]:      # the target uses a position the ADC vector lacks
+        return not_identified(p, "factored", est["reason"], n, opts.level, **extra)
     from ..estimators.slate_basis import _sq
 
     se = math.sqrt(P.factored_variance(f_p, q_p, T_a, ctx.C, _sq(est["std_error"]), ctx.adc_influence, ctx.C_se,

@@ -101,11 +101,43 @@ def per_ad_sums(factored: pd.DataFrame, factored_sq: pd.DataFrame, C: np.ndarray
     return out
 
 
+def uncovered_positions(factored: pd.DataFrame, factored_sq: pd.DataFrame, C: np.ndarray,
+                        placements: pd.DataFrame | None = None) -> list[int]:
+    """Positions j >= 1 holding mass of the target (pos_j, pos_j2; placements' s_p > 0) or a logged click (pos_i)
+    where the ADC vector has no coefficient (j > len(C), or C_j not a number): _coef gives NaN there, which the sums
+    would drop as if C_j were 0."""
+    cols = [(factored, ("pos_i", "pos_j"), "s_rp"), (factored_sq, ("pos_i", "pos_j", "pos_j2"), "s_r2pp"),
+            (placements, ("pos_j",), "s_p")]
+    out: set[int] = set()
+    for t, names, mass in cols:
+        if t is None or not len(t) or mass not in t.columns:
+            continue
+        t = t[t[mass].to_numpy(float) != 0]
+        for c in names:
+            pos = t[c].to_numpy(int) if c in t.columns else np.zeros(0, dtype=int)
+            pos = pos[pos >= 1]
+            out.update(int(j) for j in pos[~np.isfinite(_coef(C, pos))])
+    return sorted(out)
+
+
+def uncovered_reason(positions: list[int], C: np.ndarray) -> str:
+    """Why the factored estimate is not identified when the ADC vector lacks positions the target uses."""
+    where = ", ".join(map(str, positions))
+    return (f"the ADC vector (C_1..C_{len(C)}) has no coefficient at position(s) {where}, where the target places ads "
+            f"(or the logs show clicks): the estimate would count that attention as C = 0; pass --adc with an ADC "
+            f"table covering position(s) {where}, or evaluate a target that uses positions 1..{len(C)} only")
+
+
 def factored_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, T_a: pd.Series, C: np.ndarray,
                       placements: pd.DataFrame | None = None, level: float = 0.95,
                       weights: pd.Series | None = None) -> dict:
     """One policy's factored estimate from its rows of the factored tables, T_a and the ADC vector C_1..C_K;
-    ``weights``: w_a of eligibility strata (``stratum_weights``), else 1."""
+    ``weights``: w_a of eligibility strata (``stratum_weights``), else 1. Not identified (``identified`` False, NaN,
+    ``reason``) when the target or a logged click uses a position without a coefficient (:func:`uncovered_positions`)."""
+    if missing := uncovered_positions(factored, factored_sq, C, placements):
+        nan = math.nan
+        return {"value": nan, "std_error": nan, "ci_low": nan, "ci_high": nan, "unsupported_share": nan,
+                "supported_share": nan, "identified": False, "reason": uncovered_reason(missing, C)}
     sums = per_ad_sums(factored, factored_sq, C)
     T = T_a.reindex(sums.index).fillna(0.0).to_numpy(float)
     w = np.ones(len(T)) if weights is None else weights.reindex(sums.index).fillna(0.0).to_numpy(float)
@@ -123,4 +155,5 @@ def factored_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, T_a: pd
         unsupported = float(np.nansum(w[~logged]) / tot) if tot > 0 else 0.0
     return {"value": value, "std_error": se, "ci_low": value - z * se, "ci_high": value + z * se,
             "unsupported_share": unsupported,
-            "supported_share": 1.0 - unsupported if unsupported == unsupported else math.nan}
+            "supported_share": 1.0 - unsupported if unsupported == unsupported else math.nan,
+            "identified": True, "reason": None}
