@@ -108,3 +108,23 @@ def test_stored_adc_table_may_cover_positions_beyond_the_logs(tmp_path):
     fac, fsq, tp, T = _factored_case(pos_b=5)
     est = F.factored_estimate(fac, fsq, T, ctx.C, placements=tp)          # b at 5, where the table has a gap
     assert not est["identified"] and "position(s) 5" in est["reason"]
+
+
+# ---- 3. wPI and SNIPS without a positive denominator --------------------------------------------------------
+def test_wpi_with_nonpositive_sum_of_g_is_not_identified():
+    m = SlateMoments.from_arrays(np.array([1.0, 0.0]), np.array([[2.0, 0.0], [0.0, 0.0]]))   # G = 1, -1: sum 0
+    est = S.wpi(m)
+    assert est.identified is False and math.isnan(est.value) and est.interval_kind == "none"
+    assert "sum to 0 <= 0" in est.reason and "no denominator" in est.reason
+    m = SlateMoments.from_arrays(np.array([1.0, 0.0]), np.array([[0.5, 0.0], [0.0, 0.0]]))   # sum G = -1.5
+    assert not S.wpi(m).identified and "sum to -1.5 <= 0" in S.wpi(m).reason
+    assert S.pi(m).identified and math.isclose(S.pi(m).value, -0.25)                    # mean(r G), no ratio
+
+
+def test_snips_with_no_match_and_empty_moments_are_not_identified():
+    m = SlateMoments.from_arrays(np.array([1.0, 0.0]), np.array([[2.0, 0.0], [0.0, 1.0]]))   # W = 0, 0
+    est = S.snips(m)
+    assert not est.identified and "sum W = 0" in est.reason and math.isnan(est.value)
+    empty = SlateMoments.from_arrays(np.zeros(0), np.zeros((0, 2)))
+    for e in S.all_estimates(empty):
+        assert not e.identified and "no event to average" in e.reason, e.estimator

@@ -37,7 +37,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from .slate_basis import (SlateEstimate, _basis, _checked, _coef, _dot, _finish, _g_coef, _linear,
+from .slate_basis import (NO_EVENTS, SlateEstimate, _basis, _checked, _coef, _dot, _g_coef, _linear,
                           _not_identified, _quad, _ratio, _rg_coef, _sq)
 from .slate_moments import SlateMoments, flat_columns, moment_terms  # noqa: F401
 from .slate_weights import (
@@ -89,7 +89,7 @@ def ips(m: SlateMoments, level: float = 0.95) -> SlateEstimate:
     if (bad := _undefined("slate_ips", m, level, True)) is not None:
         return bad
     if n <= 0:
-        return _finish("slate_ips", float("nan"), float("nan"), 0, level)
+        return _not_identified("slate_ips", 0, level, NO_EVENTS)
     var = (m.s_r2W2 - _sq(m.s_rW) / n) / (n - 1) if n > 1 else float("nan")
     return _checked("slate_ips", m.s_rW / n, var, n, level, m=m)
 
@@ -98,7 +98,9 @@ def snips(m: SlateMoments, level: float = 0.95) -> SlateEstimate:
     """Self-normalized slate IPS: sum(r W) / sum(W) (MATH.md Slate OPE); delta-method variance."""
     if (bad := _undefined("slate_snips", m, level, True)) is not None:
         return bad
-    return _ratio("slate_snips", m.n, m.s_rW, m.s_W, m.s_r2W2, m.s_rW2, m.s_W2, level, m=m)
+    return _ratio("slate_snips", m.n, m.s_rW, m.s_W, m.s_r2W2, m.s_rW2, m.s_W2, level, m=m, no_denominator=(
+        f"no logged slate matches the target's (sum W = {m.s_W:.6g} over the {int(m.n)} events): the self-normalized "
+        f"IPS sum(r W) / sum(W) has no denominator; IPS and the PI family do not need one"))
 
 
 def pi(m: SlateMoments, level: float = 0.95) -> SlateEstimate:
@@ -114,8 +116,12 @@ def wpi(m: SlateMoments, level: float = 0.95) -> SlateEstimate:
         return bad
     mvec, S = _basis(m)
     a, b = _rg_coef(m.K), _g_coef(m.K)
-    return _ratio("slate_wpi", m.n, _dot(a, mvec), _dot(b, mvec), _quad(a, S, a), _quad(a, S, b),
-                  _quad(b, S, b), level, m=m)
+    sG = _dot(b, mvec)
+    why = (f"the target's pseudoinverse weights G = 1 - K + sum_k Y_k sum to {sG:.6g} <= 0 over the {int(m.n)} "
+           f"events (few events match the target's slots), so the self-normalized PI sum(r G) / sum(G) has no "
+           f"denominator; use slate_pi or slate_pi_plus_plus (not self-normalized), or a longer window")
+    return _ratio("slate_wpi", m.n, _dot(a, mvec), sG, _quad(a, S, a), _quad(a, S, b), _quad(b, S, b), level, m=m,
+                  no_denominator=why)
 
 
 def pi_plus_plus(m: SlateMoments, prior_mean: float | None = None, alpha=None, level: float = 0.95,

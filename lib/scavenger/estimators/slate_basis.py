@@ -110,6 +110,10 @@ def _not_identified(name: str, n: float, level: float, reason: str, extra=None) 
                          identified=False, reason=reason)
 
 
+NO_EVENTS = ("no event logs every propensity of the slots it holds: the estimator has no event to average; the "
+             "IPS/PI family needs logged propensities")
+
+
 def _checked(name: str, value: float, var_sample: float, n: float, level: float, extra=None,
              m: SlateMoments | None = None) -> SlateEstimate:
     """``_finish``, or not identified when the value or (n > 1) the sample variance is not finite: with n > 0
@@ -168,7 +172,7 @@ def _linear(name: str, m: SlateMoments, c: np.ndarray, level: float, extra=None)
     mvec, S = _basis(m)
     n = m.n
     if n <= 0:
-        return _finish(name, float("nan"), float("nan"), 0, level, extra)
+        return _not_identified(name, 0, level, NO_EVENTS, extra)
     sT = _dot(c, mvec)
     sT2 = _quad(c, S, c)
     var = (sT2 - sT * sT / n) / (n - 1) if n > 1 else float("nan")
@@ -176,13 +180,18 @@ def _linear(name: str, m: SlateMoments, c: np.ndarray, level: float, extra=None)
 
 
 def _ratio(name: str, n: float, sA: float, sB: float, sAA: float, sAB: float, sBB: float, level: float,
-           extra=None, m: SlateMoments | None = None) -> SlateEstimate:
+           extra=None, m: SlateMoments | None = None, no_denominator: str = "") -> SlateEstimate:
     """Delta method for R = sum A / sum B: s^2 = sum (A - R B)^2 / (n - 1) / mean(B)^2.
 
     Not identified (``m`` names the sums in the reason) when R or s^2 is not finite (weights beyond double
-    precision); a mean(B)^2 that under- or overflows alone is divided out one factor at a time."""
-    if n <= 0 or sB == 0:
-        return _finish(name, float("nan"), float("nan"), n, level, extra)
+    precision); a mean(B)^2 that under- or overflows alone is divided out one factor at a time. Not identified
+    either without events, or when sum B <= 0 (``no_denominator`` says why: a self-normalized estimate divides by
+    the sum of the weights, which must be positive)."""
+    if n <= 0:
+        return _not_identified(name, 0, level, NO_EVENTS, extra)
+    if sB <= 0:
+        return _not_identified(name, n, level, no_denominator or f"the weights sum to {sB:.6g} <= 0 over the "
+                                                                  f"{int(n)} events: no denominator", extra)
     R = sA / sB
     resid2 = sAA - 2.0 * R * sAB + R * R * sBB
     var = float("nan")
