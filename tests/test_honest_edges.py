@@ -128,3 +128,26 @@ def test_snips_with_no_match_and_empty_moments_are_not_identified():
     empty = SlateMoments.from_arrays(np.zeros(0), np.zeros((0, 2)))
     for e in S.all_estimates(empty):
         assert not e.identified and "no event to average" in e.reason, e.estimator
+
+
+# ---- 4. the slate family's reason for too few events ----------------------------------------------------------
+def _slate_stats(r, Y, missing: int, n_all: int):
+    flat = SlateMoments.from_arrays(np.asarray(r, float), np.asarray(Y, float), missing).to_flat()
+    sm = pd.DataFrame([{**flat, "dt": "2024-01-01", "policy_id": "p", "logging_policy": "L", "fold": 0}])
+    pe = pd.DataFrame({"policy_id": ["p"], "n_events": [n_all]})
+    return _Stats(slate_moments=sm if len(r) or missing else pd.DataFrame(), policy_events=pe)
+
+
+@pytest.mark.parametrize("r, Y, missing, n_all, want", [
+    ([1.0], [[2.0, 1.0]], 0, 1, "only one event logs every propensity"),
+    ([1.0], [[2.0, 1.0]], 3, 4, "only one event logs every propensity of the slots it holds; 3 event(s) lack"),
+    ([], np.zeros((0, 2)), 5, 5, "no event logs every propensity of the slots it holds (propensity-free logs; 5"),
+    ([], np.zeros((0, 2)), 0, 0, "the policy decides no event in the window"),
+])
+def test_slate_rows_reason_matches_the_case(r, Y, missing, n_all, want):
+    ctx = Context(options=SimpleNamespace(level=0.95))
+    rows = slate_rows(_slate_stats(r, Y, missing, n_all), "p", ["slate_ips", "slate_wpi"], ctx)
+    assert [x["identified"] for x in rows] == [False, False]
+    assert all(want in x["reason"] for x in rows), rows[0]["reason"]
+    if n_all == 1:
+        assert "needs logged propensities" not in rows[0]["reason"] and "need at least two" in rows[0]["reason"]

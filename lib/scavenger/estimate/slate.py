@@ -48,8 +48,7 @@ def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
     unused = {"n_unused": missing, "n_missing_propensity": missing,
               "unused_reasons": f"missing propensity on a held slot: {missing}" if missing else None}
     if m is None or m.n <= 1:
-        reason = ("no event logs every propensity of the slots it holds (propensity-free logs): the IPS/PI "
-                  "family needs logged propensities; scavenging, factored and re-ordering do not")
+        reason = too_few_events_reason(0 if m is None else int(m.n), missing, n_all)
         return [not_identified(policy_id, e, reason, 0, opts.level, **unused) for e in wanted]
     folds = (slate_moments(stats, policy_id, 0), slate_moments(stats, policy_id, 1))
     bounds = weight_and_reward_bounds(stats)
@@ -72,6 +71,19 @@ def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
                        **extra))
     ctx.diagnostics.extend(S.diagnostics_frame(m, policy_id, opts.prior_mean).to_dict("records"))
     return out
+
+
+def too_few_events_reason(n: int, missing: int, n_all: int) -> str:
+    """Why the IPS/PI family is not identified with ``n`` <= 1 events logging every propensity of their slots
+    (``missing`` of the policy's ``n_all`` events lack one): no event, propensities missing, or one event only."""
+    lacking = f"; {missing} event(s) lack a propensity on a held slot" if missing else ""
+    if n == 1:
+        return (f"only one event logs every propensity of the slots it holds{lacking}: the estimate's variance and "
+                f"interval need at least two; use a longer window (or log the missing propensities)")
+    if missing or n_all:
+        return (f"no event logs every propensity of the slots it holds (propensity-free logs{lacking}): the IPS/PI "
+                f"family needs logged propensities; scavenging, factored and re-ordering do not")
+    return "the policy decides no event in the window: the IPS/PI family has no event to average"
 
 
 def _slate_one(S, name, m, opts, folds):
