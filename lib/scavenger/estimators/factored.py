@@ -133,7 +133,8 @@ def factored_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, T_a: pd
                       weights: pd.Series | None = None) -> dict:
     """One policy's factored estimate from its rows of the factored tables, T_a and the ADC vector C_1..C_K;
     ``weights``: w_a of eligibility strata (``stratum_weights``), else 1. Not identified (``identified`` False, NaN,
-    ``reason``) when the target or a logged click uses a position without a coefficient (:func:`uncovered_positions`)."""
+    ``reason``) when the target or a logged click uses a position without a coefficient
+    (:func:`uncovered_positions`)."""
     if missing := uncovered_positions(factored, factored_sq, C, placements):
         nan = math.nan
         return {"value": nan, "std_error": nan, "ci_low": nan, "ci_high": nan, "unsupported_share": nan,
