@@ -88,6 +88,19 @@ def with_hostile_ads(seed: int = 2, per_day: int = 80):
     return data
 
 
+def with_unknown_slot_rewards(data, share: float = 0.3, seed: int = 0):
+    """A ``share`` of the events whose slot rewards are all known get a slate_reward (their sum) and lose each slot
+    reward with probability 1/2 (null): allowed by the contract (MISSING_REWARD only when slate_reward is null too),
+    those slots' rewards are unknown."""
+    rng = random.Random(seed)
+    for ev in data["logs"]:
+        if ev["slots"] and all(s["reward"] is not None for s in ev["slots"]) and rng.random() < share:
+            ev["slate_reward"] = float(sum(s["reward"] for s in ev["slots"]))
+            for s in ev["slots"]:
+                s["reward"] = None if rng.random() < 0.5 else s["reward"]
+    return data
+
+
 def with_long_rows(seed: int, share: float, longest: int = 9):
     """Random K = 3 logs where a share of the rows also hold slots up to ``longest`` (some with a gap, in any order),
     and a policy whose decisions list every position 1..longest (so the extra positions have target mass)."""
@@ -224,7 +237,7 @@ def ref_tables(data):
     events, decisions = clean(data)
     K = max(s["position"] for ev in events for s in ev["slots"])
     ref = {"K": K, "n_clean": len(events)}
-    ls, ap = defaultdict(lambda: defaultdict(float)), defaultdict(lambda: np.zeros(3))
+    ls, ap = defaultdict(lambda: defaultdict(float)), defaultdict(lambda: np.zeros(4))
     for ev in events:
         r = slate_r(ev)
         g = ls[ev["logging_policy"]]
@@ -238,9 +251,9 @@ def ref_tables(data):
         g["k_max"] = max(g.get("k_max", 0), max(s["position"] for s in ev["slots"]))
         g["r_max"] = max(g.get("r_max", -math.inf), r)
         g["r_min"] = min(g.get("r_min", math.inf), r)
-        for s in ev["slots"]:
+        for s in ev["slots"]:   # m, m_r (a known reward), c, c2 (over the known rewards)
             x = s["reward"] or 0.0
-            ap[(ev["logging_policy"], s["ad_id"], s["position"])] += [1, x, x * x]
+            ap[(ev["logging_policy"], s["ad_id"], s["position"])] += [1, s["reward"] is not None, x, x * x]
     ref["log_summary"], ref["ad_position"] = ls, ap
     by_id = {ev["event_id"]: ev for ev in events}
     pe, fac, fsq = defaultdict(lambda: np.zeros(5)), defaultdict(lambda: np.zeros(2)), defaultdict(float)

@@ -34,12 +34,15 @@ def fold_of(event_id: str) -> int:
 
 
 def _row_level(data, by_fold=False):
-    """M, C, C2 by (ad, position) -- or (fold, ad, position) -- over the clean events (the rows the pass keeps)."""
+    """M, C, C2 by (ad, position) -- or (fold, ad, position) -- over the clean events (the rows the pass keeps) and
+    their slots with a known reward (a null one beside a slate_reward is unknown, no 0 click)."""
     M, Cc, C2 = defaultdict(float), defaultdict(float), defaultdict(float)
     for ev in clean(data)[0]:
         f = (fold_of(ev["event_id"]),) if by_fold else ()
         for s in ev["slots"]:
-            x = s["reward"] or 0.0
+            if s["reward"] is None:
+                continue
+            x = s["reward"]
             key = (*f, s["ad_id"], s["position"])
             M[key] += 1
             Cc[key] += x
@@ -141,8 +144,8 @@ def test_adc_equals_row_level_numpy(rand_stats, rand_window):
     assert row["impressions_used"] == sum(M[(a, 3)] + M[(a, 1)] for a in both)
     # the folds of the cross-fitting are the events' md5 coins
     Mf, _, _ = _row_level(data, by_fold=True)
-    by_fold = ap.groupby(["fold", "ad_id", "position"])["m"].sum()
-    assert by_fold.to_dict() == {k: v for k, v in Mf.items() if v > 0}
+    by_fold = ap.groupby(["fold", "ad_id", "position"])["m_r"].sum()
+    assert {k: v for k, v in by_fold.items() if v > 0} == {k: v for k, v in Mf.items() if v > 0}
     # the pipeline's table (identification beside the numbers): every position identified, the same numbers
     rows = E.adc_rows(rand_window[1], A.METHODS, 0.9, 2.0, 1.0)
     assert rows["identified"].all() and rows["reason"].isna().all()
@@ -165,7 +168,7 @@ def test_bootstrap_interval_equals_numpy_on_replicates(rand_stats):
     ads = np.array(sorted(ap["ad_id"].unique()))
     reps = {i: [] for i in (2, 3)}
     for b in range(30):
-        sub = ap.assign(m=[v[b] for v in ap["m_boot"]], c=[v[b] for v in ap["c_boot"]])
+        sub = ap.assign(m_r=[v[b] for v in ap["m_boot"]], c=[v[b] for v in ap["c_boot"]])
         sub = sub.assign(c2=sub["c"])  # 0/1 rewards: c2 = c
         t = A.adc_table(sub.drop(columns=["m_boot", "c_boot"]), methods=("heuristic",), bootstrap=False)
         for i in (2, 3):

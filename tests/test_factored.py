@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
-from reference import arrow_tables, build_random, clean
+from reference import arrow_tables, build_random, clean, with_unknown_slot_rewards
 from scavenger import estimate as E
 from scavenger import registry
 from scavenger.errors import UsageError
@@ -28,23 +28,28 @@ Z95 = float(norm.ppf(0.975))
 
 @pytest.fixture(scope="module")
 def case():
-    data = build_random(seed=13, K=3, n_ads=6, days=(0, 1), per_day=120)
+    # a fifth of the events carry a slate_reward with some slot rewards null: unknown, left out of the sums and T_a
+    data = with_unknown_slot_rewards(build_random(seed=13, K=3, n_ads=6, days=(0, 1), per_day=120), share=0.2)
     stats = duck_window(data, ScanPlan(slate_targets=False))
     events, decisions = clean(data)
     assert len(events) < len(data["logs"])       # null rewards without a slate reward are set aside
+    assert sum(s["reward"] is None for ev in events for s in ev["slots"]) > 50
     yield {"K": data["K"], "ads": data["ads"], "logs": events, "decisions": decisions}, stats
     stats.engine.close()
 
 
 def _ref_factored(data, policy, C):
-    """Row-level: x = r / C_i * sum_j pi(a at j) C_j per logged impression; V = sum_a mean_a(x)."""
+    """Row-level: x = r / C_i * sum_j pi(a at j) C_j per logged impression with a known reward; V = sum_a
+    mean_a(x)."""
     C0 = np.concatenate([[0.0], C])
     dec = {d["event_id"]: d for d in data["decisions"] if d["policy_id"] == policy}
     xs = defaultdict(list)
     for ev in data["logs"]:
         d = dec[ev["event_id"]]
         for s in ev["slots"]:
-            r = s["reward"] or 0.0
+            if s["reward"] is None:    # unknown (the row has a slate_reward): not a 0 click
+                continue
+            r = s["reward"]
             c = sum(x["probability"] * C0[x["position"]] for x in d["slots"] if x["ad_id"] == s["ad_id"])
             xs[s["ad_id"]].append(r * c / C0[s["position"]])
     value = sum(np.mean(v) for v in xs.values())
@@ -103,8 +108,9 @@ def test_reorder_equals_row_level(case):
     x, rr, X, RR = [], [], [], []
     for ev in data["logs"]:
         newpos = {s["ad_id"]: s["position"] for s in dec[ev["event_id"]]["slots"]}
-        xe = [(s["reward"] or 0.0) * C0[newpos[s["ad_id"]]] / C0[s["position"]] for s in ev["slots"]]
-        re = [s["reward"] or 0.0 for s in ev["slots"]]
+        known = [s for s in ev["slots"] if s["reward"] is not None]   # a null slot reward is unknown
+        xe = [s["reward"] * C0[newpos[s["ad_id"]]] / C0[s["position"]] for s in known]
+        re = [s["reward"] for s in known]
         x += xe
         rr += re
         X.append(sum(xe))

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reference import arrow_tables, build_random, clean, ref_tables, with_hostile_ads, with_long_rows, write_parquet
+from reference import (arrow_tables, build_random, clean, ref_tables, with_hostile_ads, with_long_rows,
+                       with_unknown_slot_rewards, write_parquet)
 from scavenger.engines.duck import DuckDBEngine
 from scavenger.estimators.slate import SlateMoments
 from scavenger.pipelines.common import describe_inputs, window_dates
@@ -54,10 +55,11 @@ def assert_tables_match(stats, data):
     for lp, g in ref["log_summary"].items():
         for col, v in g.items():
             assert close(ls.loc[lp, col], v), (lp, col)
-    ap = stats.table("ad_position").groupby(["logging_policy", "ad_id", "position"])[["m", "c", "c2"]].sum()
+    ap = stats.table("ad_position").groupby(["logging_policy", "ad_id", "position"])[["m", "m_r", "c", "c2"]].sum()
     assert len(ap) == len(ref["ad_position"])
-    for key, (m, c, c2) in ref["ad_position"].items():
-        assert ap.loc[key, "m"] == m and close(ap.loc[key, "c"], c) and close(ap.loc[key, "c2"], c2), key
+    for key, (m, m_r, c, c2) in ref["ad_position"].items():
+        assert ap.loc[key, "m"] == m and ap.loc[key, "m_r"] == m_r, key
+        assert close(ap.loc[key, "c"], c) and close(ap.loc[key, "c2"], c2), key
     pe = stats.table("policy_events").set_index("policy_id")
     for p, v in ref["policy_events"].items():
         assert list(pe.loc[p, ["n_events", "n_deterministic", "n_with_base", "n_reorder", "n_partial"]]) == list(v), p
@@ -138,10 +140,12 @@ def test_long_rows_beyond_the_wide_positions_equal_reference(monkeypatch):
     """A tenth of the rows hold slots up to position 9 (issue 28: one long row must not make every row K wide).
     With WIDE_SHARE = 0.5 only positions 1..4 are wide columns and the rest travel as a list (long-form moments,
     pairs and factored sums); with 0 every position is wide. Both equal the plain-Python reference, and check d's
-    pair strata are the same either way."""
+    pair strata are the same either way. A fifth of the events carry a slate_reward with some slot rewards null
+    (unknown: out of m_r, c, c2 and the factored sums), wide and extra slots alike."""
     from scavenger.statistics import scan
 
-    data = with_long_rows(seed=21, share=0.1)
+    data = with_unknown_slot_rewards(with_long_rows(seed=21, share=0.1), share=0.2, seed=1)
+    assert any(s["reward"] is None and s["position"] > 4 for ev in data["logs"] for s in ev["slots"])
     seen, real = [], scan.wide_positions
     monkeypatch.setattr(scan, "wide_positions", lambda prof, K: seen.append(real(prof, K)) or seen[-1])
     runs = {}
@@ -166,7 +170,7 @@ def test_bootstrap_replicates(one_scan):
     mb = np.vstack(ap["m_boot"].to_numpy())
     cb = np.vstack(ap["c_boot"].to_numpy())
     assert mb.shape == (len(ap), 4)
-    total = ap["m"].sum()
+    total = ap["m_r"].sum()     # the replicates count the impressions with a known reward
     ratio = mb.sum(0) / total
     assert np.all(np.abs(ratio - 1) < 5 * np.sqrt(1 / (total / 3)))  # 3 slots per event share one weight
     assert np.all(cb <= mb + 1e-12) and np.all(cb >= 0)

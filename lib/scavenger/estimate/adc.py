@@ -14,9 +14,11 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
     """{position: reason} for the positions i > 1 whose ADC the data cannot identify: no ad was shown at both
     position 1 and position i (in slotted logs each ad is shown at one position only, so any ratio compares
     different ads)."""
+    from ..estimators.adc import rewarded
+
     if not len(ad_position):
         return {}
-    m = ad_position.groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
+    m = rewarded(ad_position).groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
     out = {}
     if 1 not in m.columns:
         return {int(p): "no ad was shown at position 1, the reference of every ADC" for p in m.columns}

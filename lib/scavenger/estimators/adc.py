@@ -1,7 +1,9 @@
 """Attention-decay coefficients (seed 001 section 4.3; MATH.md "Factoring assumption").
 
-Pure numpy/pandas functions of the ``ad_position`` statistics table (impressions m = M(a,i), clicks c = C(a,i),
-c2 = sum of squared slot rewards; optionally Poisson-bootstrap replicates m_boot, c_boot).
+Pure numpy/pandas functions of the ``ad_position`` statistics table (M(a,i) = m_r, the impressions whose slot
+reward is known, clicks c = C(a,i), c2 = sum of squared slot rewards, both over those impressions: a null slot
+reward beside a slate_reward is unknown, not a 0 click, see :func:`rewarded`; optionally Poisson-bootstrap
+replicates m_boot, c_boot of m_r and c).
 
 - naive:  Est(i) = [sum_a C(a,i) / sum_a M(a,i)] / [sum_a C(a,1) / sum_a M(a,1)]                 (sec. 4.3.1)
 - alpha:  Est(i) = sum_a alpha_a CTR(a,i) / sum_a alpha_a CTR(a,1) over ads with M(a,i) > 0 and M(a,1) > 0
@@ -45,9 +47,24 @@ def dcg(positions, base: float = 2.0) -> np.ndarray:
     return np.log(base) / np.log(base + i - 1.0)
 
 
+def rewarded(ad_position: pd.DataFrame) -> pd.DataFrame:
+    """The table (ad_position or policy_ads) with m = m_r, the impressions whose slot reward is known: what a CTR
+    C(a,i) / M(a,i) and the factored T_a divide by, as c and c2 sum those rewards only. A table without m_r (one
+    made by hand): m."""
+    return ad_position.assign(m=ad_position["m_r"]) if "m_r" in ad_position.columns else ad_position
+
+
+def unknown_rewards(ad_position: pd.DataFrame) -> int:
+    """Slot impressions whose reward is unknown (m - m_r): left out of the reward statistics."""
+    if "m_r" not in ad_position.columns or not len(ad_position):
+        return 0
+    return int((ad_position["m"].astype(float) - ad_position["m_r"].astype(float)).sum())
+
+
 def matrices(ad_position: pd.DataFrame):
-    """(ads, positions, M, C, C2) with M[a, i-1] etc., summed over logging policies (and any other key)."""
-    df = ad_position.groupby(["ad_id", "position"], sort=True)[["m", "c", "c2"]].sum().reset_index()
+    """(ads, positions, M, C, C2) with M[a, i-1] etc. (M: :func:`rewarded`), summed over logging policies (and any
+    other key)."""
+    df = rewarded(ad_position).groupby(["ad_id", "position"], sort=True)[["m", "c", "c2"]].sum().reset_index()
     ads = np.array(sorted(df["ad_id"].unique()))
     K = int(df["position"].max()) if len(df) else 0
     ai = np.searchsorted(ads, df["ad_id"].to_numpy())
@@ -126,6 +143,7 @@ def fold_matrices(ad_position: pd.DataFrame, ads: np.ndarray, K: int):
     statistics/sql/logs.py), or None when the table has no fold column."""
     if "fold" not in ad_position.columns or not len(ad_position):
         return None
+    ad_position = rewarded(ad_position)
     out = [np.zeros((2, len(ads), K)) for _ in range(3)]
     f = ad_position["fold"].to_numpy(dtype=int).clip(0, 1)
     ai = np.searchsorted(ads, ad_position["ad_id"].to_numpy())

@@ -7,7 +7,8 @@ coefficient is c = sum_j pi(a at j | x) C_j. With T_a = impressions of a at any 
     V(h) = sum_t sum_i r'_{t,i} c_{t,i} / T_{a_{t,i}} = sum_a S_a / T_a,
     S_a = sum_{i,j} F(a,i,j) C_j / C_i,   F(a,i,j) = sum of r pi(a at j) over logged slots (a, i)   [table factored]
 
-so a new ADC vector is applied to the stored F without a rescan.
+so a new ADC vector is applied to the stored F without a rescan. A slot whose reward is null (its row carries a
+slate_reward) is unknown: it is in neither F nor T_a (policy_ads' m_r).
 
 Interval (CLT, impression level). V = sum_a mean over the T_a impressions of a of x = r c / C_i. Treating T_a
 as fixed and impressions as independent (slots of one event are assumed conditionally independent given x, as in
@@ -31,6 +32,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from .adc import rewarded
 from .distributions import normal_ppf
 
 
@@ -45,8 +47,9 @@ def _coef(C: np.ndarray, pos) -> np.ndarray:
 
 
 def ad_impressions(ad_position: pd.DataFrame) -> pd.Series:
-    """T_a: impressions of each ad at any position (summed over logging policies)."""
-    return ad_position.groupby("ad_id")["m"].sum().astype(float)
+    """T_a: impressions of each ad at any position whose reward is known (m_r, adc.rewarded: the impressions S_a
+    sums over), summed over logging policies."""
+    return rewarded(ad_position).groupby("ad_id")["m"].sum().astype(float)
 
 
 def stratum_weights(ad_position: pd.DataFrame, min_per_ad: float = 20.0) -> pd.Series | None:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from .distributions import normal_ppf
 
+from .adc import rewarded
 from .factored import _coef
 
 
@@ -49,7 +50,7 @@ def reorder_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, ad_posit
     ratio_i = 1.0 / _coef(C, factored["pos_i"])
     cj = _coef(C, factored["pos_j"])
     A = float(np.sum(factored["s_rp"].to_numpy(float) * cj * ratio_i))
-    N = float(ad_position["m"].sum())
+    N = float(rewarded(ad_position)["m"].sum())   # impressions with a known reward: those B sums
     B = float(ad_position["c"].sum())
     if pairs is not None:
         X2, XR, R2 = event_sums(pairs, C)

@@ -20,8 +20,11 @@ LOWEST = "-1.7976931348623157E308"
 
 
 def ctr_scores(ad_position: pd.DataFrame, adc: np.ndarray | None = None) -> pd.DataFrame:
-    """(ad_id, score): clicks / impressions per ad over all positions; with ``adc``: clicks / sum_i M(a,i) C_i."""
-    df = ad_position.groupby(["ad_id", "position"])[["m", "c"]].sum().reset_index()
+    """(ad_id, score): clicks / impressions per ad over all positions; with ``adc``: clicks / sum_i M(a,i) C_i
+    (impressions whose reward is known, estimators.adc.rewarded)."""
+    from ..estimators.adc import rewarded
+
+    df = rewarded(ad_position).groupby(["ad_id", "position"])[["m", "c"]].sum().reset_index()
     if adc is not None:
         C = np.asarray(adc, dtype=float)
         df["m"] = df["m"] * C[np.clip(df["position"].to_numpy(int), 1, C.size) - 1]

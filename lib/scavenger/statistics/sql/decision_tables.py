@@ -176,17 +176,19 @@ GROUP BY dt, policy_id, held, slate_key"""
 
 
 def policy_ads(Kw: int) -> str:
-    """(dt, policy_id, ad_id): m = impressions of the ad at any position, c, c2 = sums of its slot reward and its
-    square, ev = sum over the impressions of 1 / (slots the event holds) (as ad_position's ev: summed over the ads
-    of an eligibility stratum, its events), over the events the policy has a (clean) decision for. The factored
-    estimator's T_a and stratum weights T_s / T and the re-ordering lift's logged clicks of that policy: over the
-    window's every event (ad_position), a target whose decisions cover part of the log was scaled down by that
-    share (and its strata weighted by their share of the whole log)."""
+    """(dt, policy_id, ad_id): m = impressions of the ad at any position, m_r = those whose slot reward is known,
+    c, c2 = sums of the known slot rewards and their squares, ev = sum over the impressions of 1 / (slots the event
+    holds) (as ad_position's ev: summed over the ads of an eligibility stratum, its events), over the events the
+    policy has a (clean) decision for. The factored estimator's T_a = m_r (the impressions its sums S_a run over: a
+    null slot reward is unknown, no 0 click) and stratum weights T_s / T (ev: events, whatever their rewards) and
+    the re-ordering lift's logged clicks of that policy: over the window's every event (ad_position), a target
+    whose decisions cover part of the log was scaled down by that share (and its strata weighted by their share of
+    the whole log)."""
     from .logs import held_slots
 
     return f"""
-SELECT dt, policy_id, s.ad_id AS ad_id, CAST(count(1) AS BIGINT) AS m, sum(s.reward) AS c,
-  sum(s.reward * s.reward) AS c2, sum(ew) AS ev
+SELECT dt, policy_id, s.ad_id AS ad_id, CAST(count(1) AS BIGINT) AS m, CAST(count(s.reward) AS BIGINT) AS m_r,
+  coalesce(sum(s.reward), 0D) AS c, coalesce(sum(s.reward * s.reward), 0D) AS c2, sum(ew) AS ev
 FROM (SELECT dt, policy_id, 1D / greatest(n_slots, 1) AS ew, explode({held_slots(Kw)}) AS s
       FROM scv_joined WHERE clean) x
 WHERE s.ad_id IS NOT NULL
@@ -194,8 +196,8 @@ GROUP BY dt, policy_id, s.ad_id"""
 
 
 def factored(Kw: int) -> str:
-    """(dt, policy_id, ad_id, pos_i, pos_j, pos_j2) over logged slots (ad a at position i) with a nonzero reward,
-    in long form: for each entry of the decision showing the slot's ad (q = its probability > 0 at position j),
+    """(dt, policy_id, ad_id, pos_i, pos_j, pos_j2) over logged slots (ad a at position i) with a known nonzero
+    reward (a null one is unknown: left out, as policy_ads' m_r leaves it out of T_a), in long form: for each entry of the decision showing the slot's ad (q = its probability > 0 at position j),
     pos_j2 = 0: s_1 = sum r q_j, s_2 = sum r^2 q_j; for each pair of such entries (j, j2): s_2 = sum r^2 q_j q_j2.
     Split on the driver into the ``factored`` and ``factored_sq`` tables (seed 001 section 4.2): the rows grow
     with the entries that show the ad, not with K."""
@@ -219,7 +221,7 @@ FROM (
     FROM (SELECT dt, policy_id, simple, dslots{"".join(f", d_a_{k}, d_p_{k}" for k in ks)},
             explode({held_slots(Kw)}) AS s
           FROM scv_joined WHERE clean AND ({clicked})) x
-    WHERE s.ad_id IS NOT NULL AND s.reward <> 0D
+    WHERE s.ad_id IS NOT NULL AND s.reward IS NOT NULL AND s.reward <> 0D
   ) q
 ) p
 GROUP BY dt, policy_id, ad_id, pos_i, e.j, e.j2"""
@@ -245,7 +247,8 @@ GROUP BY dt, policy_id, logging_policy, x.ad_id, x.position"""
 
 def reorder_pairs(Kw: int) -> str:
     """(dt, policy_id, pos_i, pos_j, pos_k, pos_j2): s_v = sums over events (a clean, deterministic decision with a
-    logged click) of products of two terms of the event's rewarded slots i, k (i = k included). A slot at position
+    logged click) of products of two terms of the event's rewarded slots i, k (i = k included; a slot whose
+    reward is null, unknown, is none of them). A slot at position
     p with reward r gives the terms (j, v) = (0, r) and, for each entry of the decision showing its ad at j with
     probability q > 0, (j, r q). Rows with pos_j > 0: the event's X_t^2 = sum r_i q_ij r_k q_kj2 C_j C_j2 / (C_i C_k)
     term by term (pos_j2 > 0), and X_t R_t (pos_j2 = 0, R_t the event's logged clicks); pos_j = pos_j2 = 0: R_t^2.
@@ -259,7 +262,7 @@ def reorder_pairs(Kw: int) -> str:
     simple = f"filter(array({cand}), e -> e.q > 0)" if Kw else "CAST(NULL AS ARRAY<STRUCT<j: INT, q: DOUBLE>>)"
     listed = ("transform(filter(dslots, x -> x.ad_id = s.ad_id AND x.probability > 0), "
               "x -> named_struct('j', x.position, 'q', x.probability))")
-    terms = (f"flatten(transform(filter(sl, s -> s.ad_id IS NOT NULL AND s.reward <> 0D), "
+    terms = (f"flatten(transform(filter(sl, s -> s.ad_id IS NOT NULL AND coalesce(s.reward <> 0D, false)), "
              f"s -> concat(array(named_struct('p', s.position, 'j', 0, 'v', s.reward)), "
              f"transform(CASE WHEN simple THEN {simple} ELSE {listed} END, "
              f"u -> named_struct('p', s.position, 'j', u.j, 'v', s.reward * u.q)))))")

@@ -128,10 +128,12 @@ SLOT_FIELDS = ("position", "ad_id", "propensity", "reward")
 
 
 def wide_slot(k: int, reward: bool = True) -> str:
-    """The held slot at wide position k as a struct (position, ad_id, propensity[, reward]); null ad: not held."""
+    """The held slot at wide position k as a struct (position, ad_id, propensity[, reward]); null ad: not held. A
+    null reward stays null: the slot's reward is unknown (its row has a slate_reward), not a 0 click, so the
+    per-slot statistics leave it out (count(s.reward) impressions with a known reward, sums over them)."""
     fields = [f"'position', {k}", f"'ad_id', a_{k}", f"'propensity', mu_{k}"]
     if reward:
-        fields.append(f"'reward', coalesce(w_{k}, 0D)")
+        fields.append(f"'reward', w_{k}")
     return "named_struct(" + ", ".join(fields) + ")"
 
 
@@ -139,7 +141,7 @@ def extra_slot(var: str = "s", reward: bool = True) -> str:
     """An extra slot (position > Kw, from the list ``xs``) as the struct of :func:`wide_slot`."""
     fields = [f"'position', {var}.position", f"'ad_id', {var}.ad_id", f"'propensity', {var}.propensity"]
     if reward:
-        fields.append(f"'reward', coalesce({var}.reward, 0D)")
+        fields.append(f"'reward', {var}.reward")
     return "named_struct(" + ", ".join(fields) + ")"
 
 

@@ -62,14 +62,19 @@ def _scope_value(stratum: str) -> str:
     return "coalesce(context_id, '<null>')" if stratum == "context_id" else stratum
 
 
+KNOWN_WEIGHT = "CASE WHEN s.reward IS NULL THEN 0 ELSE bw_{b} END"   # replicate b's weight of a known reward
+BOOT_CLICKS = "coalesce(bw_{b} * s.reward, 0D)"                      # its weighted reward (unknown: none)
+
+
 def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "context_id",
                 by_value: bool = True) -> str:
-    """(dt, logging_policy, fold, ad_id, position): m = impressions M(a,i), c = clicks C(a,i) (sum of slot
-    rewards), c2 = sum of squared slot rewards (seed 001 section 4.3), ev = sum over the impressions of 1 / (slots
-    the event holds) (events, counted once over all the ads they show); for check e the logged propensities
-    (n_p non-null, sum_p, min_p, max_p) and the smallest/largest value of the calibration scope key (whether it
-    partitions the ads; ``stratum``: its flat column); with ``bootstrap`` B > 0, m_boot[b], c_boot[b] under
-    Poisson(1) weights per event.
+    """(dt, logging_policy, fold, ad_id, position): m = impressions, m_r = impressions whose slot reward is known
+    M(a,i), c = clicks C(a,i) (sum of the known slot rewards), c2 = sum of their squares (seed 001 section 4.3:
+    CTR(a,i) = c / m_r; a slot with a null reward, its row carrying a slate_reward, is no 0 click: it is left out
+    of m_r, c, c2), ev = sum over the impressions of 1 / (slots the event holds) (events, counted once over all the
+    ads they show); for check e the logged propensities (n_p non-null, sum_p, min_p, max_p) and the
+    smallest/largest value of the calibration scope key (whether it partitions the ads; ``stratum``: its flat
+    column); with ``bootstrap`` B > 0, m_boot[b], c_boot[b]: m_r and c under Poisson(1) weights per event.
 
     Two aggregations: the sums per (cell, stratum value) first, then the cells with the stratum's min/max over
     those few rows (``by_value``). A text min/max has no fixed-width buffer, so Spark aggregates it by sorting every
@@ -91,7 +96,8 @@ def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "cont
     # counts the events that showed them (factored.stratum_weights: the events of an eligibility stratum)
     keep = (f"dt, logging_policy, fold, {strat} AS stratum, 1D / greatest(n_slots, 1) AS ew"
             + "".join(f", bw_{b}" for b in range(bootstrap)))
-    sums = ("count(1) AS m, sum(s.reward) AS c, sum(s.reward * s.reward) AS c2, sum(ew) AS ev,\n"
+    sums = ("count(1) AS m, count(s.reward) AS m_r, coalesce(sum(s.reward), 0D) AS c,\n"
+            "  coalesce(sum(s.reward * s.reward), 0D) AS c2, sum(ew) AS ev,\n"
             "  count(s.propensity) AS n_p, sum(s.propensity) AS sum_p, min(s.propensity) AS min_p, "
             "max(s.propensity) AS max_p")
     impressions = f"""FROM (SELECT {keep}, explode({held_slots(Kw)}) AS s FROM {src} f) slots
@@ -101,11 +107,13 @@ GROUP BY dt, logging_policy, fold, s.ad_id, s.position"""
     if not by_value:
         return f"""
 SELECT {cell}, {sums},
-  min(stratum) AS stratum_min, max(stratum) AS stratum_max{_boot_arrays(bootstrap, "bw_{b}", "bw_{b} * s.reward")}
+  min(stratum) AS stratum_min, max(stratum) AS stratum_max{_boot_arrays(bootstrap, KNOWN_WEIGHT, BOOT_CLICKS)}
 {impressions}"""
-    per_value = "".join(f", sum(bw_{b}) AS mb_{b}, sum(bw_{b} * s.reward) AS cb_{b}" for b in range(bootstrap))
+    per_value = "".join(f", sum({KNOWN_WEIGHT.format(b=b)}) AS mb_{b}, sum({BOOT_CLICKS.format(b=b)}) AS cb_{b}"
+                        for b in range(bootstrap))
     return f"""
-SELECT dt, logging_policy, fold, ad_id, position, CAST(sum(m) AS BIGINT) AS m, sum(c) AS c, sum(c2) AS c2,
+SELECT dt, logging_policy, fold, ad_id, position, CAST(sum(m) AS BIGINT) AS m, CAST(sum(m_r) AS BIGINT) AS m_r,
+  sum(c) AS c, sum(c2) AS c2,
   sum(ev) AS ev, CAST(sum(n_p) AS BIGINT) AS n_p, sum(sum_p) AS sum_p, min(min_p) AS min_p, max(max_p) AS max_p,
   min(stratum) AS stratum_min, max(stratum) AS stratum_max{_boot_arrays(bootstrap, "mb_{b}", "cb_{b}")}
 FROM (
