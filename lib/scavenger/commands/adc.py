@@ -45,6 +45,7 @@ def prepare(args, ctx):
 
 def run(args, ctx, prepared):
     from ..errors import DataCheckFailed
+    from ..estimators import adc as A
     from ..pipelines.adc import adc
 
     inputs, gate, options = prepared
@@ -59,7 +60,8 @@ def run(args, ctx, prepared):
     stats = res.stats
     ap = stats.table("ad_position")
     r.counts.update({**C.window_counts(stats),
-                     "impressions": int(ap["m"].sum()) if len(ap) else 0, **res.window.counts})
+                     "impressions": int(ap["m"].sum()) if len(ap) else 0,
+                     "impressions_reward_unknown": A.unknown_rewards(ap), **res.window.counts})
     r.verdicts = res.window.verdicts
     t = res.table[res.table["interval_kind"] == ("bootstrap" if args.bootstrap else "delta")]
     r.summary.update({"window": stats.window, "checks": res.window.check_verdicts,

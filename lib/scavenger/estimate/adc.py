@@ -72,6 +72,10 @@ def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float) ->
             f"has no interval; use an alpha-weighted method")
     table.loc[(table["method"] == "variance_optimal") & ("fold" in ap.columns), "note"] = \
         "cross-fitted: each fold's weights use the other fold's click variances"
+    unknown = A.unknown_rewards(ap)
+    if unknown:   # said on every row: the CTRs of every method divide by the impressions with a known reward
+        left = f"{unknown} slot impression(s) with a null reward (the row has a slate_reward) left out"
+        table["note"] = [left if not isinstance(n, str) else f"{n}; {left}" for n in table["note"]]
     return table
 
 

@@ -267,6 +267,9 @@ def _diagnostics(stats, policies, ctx: E.Context, notes: list) -> pd.DataFrame:
                               ("partial_slate_share", rec.get("n_partial", 0) / n if n else np.nan),
                               ("logged_value", logged), ("logged_value_se", logged_se)):
             rows.append({"policy_id": p, "metric": metric, "slot": None, "value": float(value)})
+    unknown = int(ls["n_null_reward"].sum()) if len(ls) and "n_null_reward" in ls else 0
+    if unknown:   # slots with a null reward beside a slate_reward: not in the ADC, factored or re-ordering sums
+        rows.append({"policy_id": None, "metric": "slot_rewards_unknown", "slot": None, "value": float(unknown)})
     for n in notes:
         rows.append({"policy_id": None, "metric": "gate_note: " + n, "slot": None, "value": 1.0})
     diag = pd.DataFrame(rows, columns=list(registry.DIAGNOSTIC_COLUMNS))
