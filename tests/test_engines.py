@@ -41,7 +41,8 @@ def statements():
                     (f"policy_extras Kw={Kw}", DT.policy_extras(Kw)), (f"pair_cells Kw={Kw}", T.pair_cells(Kw)),
                     (f"slate_targets Kw={Kw}", DT.slate_targets(Kw)),
                     (f"slate_covered Kw={Kw}", DT.slate_covered(Kw)),
-                    (f"target_placements Kw={Kw}", DT.target_placements(Kw))]
+                    (f"target_placements Kw={Kw}", DT.target_placements(Kw)),
+                    (f"policy_ads Kw={Kw}", DT.policy_ads(Kw)), (f"reorder_pairs Kw={Kw}", DT.reorder_pairs(Kw))]
     out += [("ad_position", T.ad_position(3)), ("ad_position boot", T.ad_position(3, 3, 1, "stratum")),
             ("ad_position one aggregation", T.ad_position(3, by_value=False)),
             ("ad_position one aggregation boot", T.ad_position(3, 3, 1, "stratum", by_value=False)),
