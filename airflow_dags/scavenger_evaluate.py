@@ -52,7 +52,8 @@ with DAG(
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=2,
+    max_active_runs=1,   # the ad-hoc runs share one statistics store ({stats_dir}/adhoc), which takes one writer
+                         # at a time: two runs writing the same day could leave one's manifest over the other's tables
     params=PARAMS,
     default_args={
         "owner": "scavenger",

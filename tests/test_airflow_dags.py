@@ -146,6 +146,7 @@ def test_evaluate_graph_and_params(evaluate_dag):
     assert _upstream(evaluate_dag) == {"plan": [], "evaluate": ["plan"]}
     assert isinstance(evaluate_dag.task_dict["evaluate"], ScavengerSparkSubmitOperator)
     assert type(evaluate_dag.timetable).__name__ == "NullTimetable"  # schedule=None: manual triggers only
+    assert evaluate_dag.max_active_runs == 1  # the ad-hoc runs share {stats_dir}/adhoc: one writer at a time
     params = evaluate_dag.params
     assert set(params.keys()) == {"logs", "decisions", "date_from", "date_to", "policies", "estimators",
                                   "prior_mean", "adc_source", "adc_method"}

@@ -169,7 +169,9 @@ def evaluate(logs, decisions=None, *, estimators: Sequence[str] | None = None, a
     try:
         from .statistics.scan import StatsConfig
 
-        ev = P.evaluate(eng, inputs, options, g, StatsConfig(rules=g.rules), stats_dir)
+        # the policies selected before the join, as the CLI does: the stored days' key says which were read
+        config = StatsConfig(rules=g.rules, policies=tuple(inputs.policies) if inputs.policies else None)
+        ev = P.evaluate(eng, inputs, options, g, config, stats_dir)
         if ev.refused:
             from .errors import DataCheckFailed
 

@@ -141,7 +141,7 @@ def write_by_dt(table, uri: str) -> list[str]:
         days = sorted(set(table.column("dt").to_pylist()))
         return commit_partitions(staging, target, days)
     finally:
-        fs.delete(fs.join(target, "_staging"))
+        fs.delete_own(staging)
 
 
 def bts_action_distribution(bts: "pd.DataFrame", campaign: str, estimate: str = "harmonic") -> "pd.DataFrame":

@@ -197,7 +197,7 @@ class DuckDBEngine(Engine):
                                      f"PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE TRUE)").fetchall()[0][0]
             commit_partitions(staging, target, dts, partition)
         finally:
-            shutil.rmtree(os.path.join(target, "_staging"), ignore_errors=True)
+            fs.delete_own(staging)
         return int(n)
 
     def release(self) -> None:
@@ -255,7 +255,7 @@ def commit_partitions(staging: str, target: str, dts, partition: str = "dt") -> 
         if value not in written and fs.exists(fs.join(target, prefix + value)):
             fs.makedirs(trash)
             _move(fs.join(target, prefix + value), fs.join(trash, prefix + value))
-    fs.delete(fs.join(target, "_trash"))
+    fs.delete_own(trash)
     fs.makedirs(target)
     return sorted(written)
 

@@ -263,7 +263,7 @@ def write_frame(df, uri: str, partition: str = "dt", dts=None, append: bool = Fa
             return _append_partitions(staging, fs.normalize(uri), partition)
         return commit_partitions(staging, fs.normalize(uri), dts, partition)
     finally:
-        fs.delete(fs.join(uri, "_staging"))
+        fs.delete_own(staging)
 
 
 def _append_partitions(staging: str, target: str, partition: str) -> list[str]:

@@ -107,6 +107,21 @@ def delete(uri: str) -> None:
         loc.fs.delete_file(loc.path)
 
 
+def delete_own(uri: str) -> None:
+    """Remove this run's working directory ``uri`` (``<table>/_staging/<uuid>``, ``<table>/_trash/<uuid>``), then
+    its parent when that is left empty: never the parent's other entries, which another run writing the same table
+    may be using (removing the whole ``_staging`` lost a concurrent run's day). A remote parent is left as it is
+    (readers skip ``_`` names, and its delete would be recursive)."""
+    import os
+
+    delete(uri)
+    if is_local(uri):
+        try:
+            os.rmdir(os.path.dirname(local_path(uri).rstrip("/\\")))
+        except OSError:
+            pass
+
+
 def listdir(uri: str) -> list[tuple[str, bool]]:
     """(name, is_dir) of the entries of a directory (none when it does not exist)."""
     from pyarrow import fs as pafs

@@ -159,7 +159,7 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
         raise UsageError("evaluate needs --decisions or at least one --reorder policy")
     wanted = options.wanted()
     checks = registry.checks_for(wanted)
-    config = config or StatsConfig(rules=gate.rules)
+    config = config or StatsConfig(rules=gate.rules, policies=tuple(inputs.policies) if inputs.policies else None)
     derived, spec = derived_policies(engine, inputs, options, gate, config, store, batch_days)
     plan = registry.plan_for(wanted, checks, adcs_given=options.adc not in (None, "", "estimate"))
     window = run_window(engine, inputs, checks, plan, gate, config, store,

@@ -152,7 +152,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
         tables["ad_position"] = _ad_position(engine, Kw, config, stratum)
         if "context_cells" in wanted:
             tables["context_cells"] = engine.fetch(T.context_cells(), "context_cells")
-        if "pair_strata" in wanted and K > 1:
+        if "pair_strata" in wanted:     # K = 1 too: an empty table, so the day is reusable
             engine.materialize("scv_pair_cells", T.pair_cells(Kw))
             tables["pair_strata"] = engine.fetch(T.pair_strata(), "pair_strata")
         if "calibration_cells" in wanted:
@@ -181,7 +181,7 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
         return
     out = [L.flat(Kw), L.flat_columns(Kw, stratum), T.log_summary(K, Kw)]
     out += [T.context_cells()] if "context_cells" in wanted else []
-    out += [T.pair_cells(Kw), T.pair_strata()] if "pair_strata" in wanted and K > 1 else []
+    out += [T.pair_cells(Kw), T.pair_strata()] if "pair_strata" in wanted else []
     out += [L.event_ids()]
     if decisions:
         out += [D.policy_count(), D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(),
@@ -297,12 +297,14 @@ def _write_quarantine(engine, sql: str, uri: str, days, counts: pd.DataFrame) ->
             catalog.write_sql(engine.spark, sql, table)
         return
     if n == 0:
+        import uuid
+
         from ..engines.duck import commit_partitions
         from ..io import fs
 
-        staging = fs.join(uri, "_staging", "empty")
+        staging = fs.join(uri, "_staging", uuid.uuid4().hex)
         fs.makedirs(staging)
         commit_partitions(staging, fs.normalize(uri), days)
-        fs.delete(fs.join(uri, "_staging"))
+        fs.delete_own(staging)
         return
     engine.write(sql, uri, days)

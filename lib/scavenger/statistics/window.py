@@ -106,6 +106,17 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
                                                derived, missing, manifests, per_day, batch_days,
                                                (logs_fp, dec_fp))
         stored_days, stored_merged = stored.result() if stored is not None else ({}, {})
+    if store and missing and (later := _later_duplicates(engine, store, missing, big_parts["event_ids"])):
+        # a day scanned now (a backfill, a re-delivery) repeats event ids of days stored after it: those later days
+        # were checked against the earlier days they saw, so they are scanned again, now checked against this one
+        from ..progress import note
+
+        note(f"{len(later)} stored day(s) after a day read now repeat its event ids: scanned again "
+             f"({', '.join(d.isoformat() for d in later[:5])}{' ...' if len(later) > 5 else ''})")
+        for d in later:
+            store.invalidate(d)
+        return window_statistics(engine, logs, decisions, dates, plan, config, store, quarantine_dir, run_id,
+                                 decisions_key, batch_days, derived)
     per_day.update(stored_days)
     if store and loaded:
         for name, cols in BIG_COLUMNS.items():
@@ -145,6 +156,21 @@ def _adc_tables_left_out(per_day: dict) -> bool:
     return any("policy_events" in t and not set(ADC_TABLES) <= set(t) for t in per_day.values())
 
 
+def _later_duplicates(engine, store: Store, scanned: list, relations: list) -> list:
+    """Stored days (not scanned in this run) later than a day scanned now that hold one of its event ids: their
+    copies are later copies, flagged only when those days are scanned again (DUPLICATE_EVENT_ID looks back, at the
+    days before a pass). None in the usual run, whose new day is the latest: no stored day comes after it."""
+    later = [d for d in store.stored_days() if d > min(scanned) and d not in set(scanned)]
+    files = store.big_files("event_ids", later) if later and relations else []
+    if not files:
+        return []
+    engine.read_parquet("scv_later_ids", files, root=store_root(store, "event_ids"))
+    now = " UNION ALL ".join(f"SELECT dt, id_hash FROM {r}" for r in relations)
+    hits = engine.fetch(f"SELECT DISTINCT l.dt AS dt FROM scv_later_ids l JOIN ({now}) n "
+                        f"ON l.id_hash = n.id_hash AND l.dt > n.dt", "later_duplicates")
+    return sorted(pd.to_datetime(hits["dt"]).dt.date.unique().tolist()) if len(hits) else []
+
+
 def _load_merged(store: Store, manifests: dict) -> tuple:
     """({day: {table: frame}}, {table: merged frame}) of the stored days ``manifests`` ({day: manifest}): each table
     merged from its days read at once, not from one frame per day."""
@@ -180,7 +206,7 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
         for name, rel in res.big.items():
             big_parts[name].append(rel)
         if store:
-            _store_batch(engine, store, batch, per_day, res, logs_fp, dec_fp, run_id)
+            _store_batch(engine, store, batch, per_day, res, logs_fp, dec_fp, run_id, _unpinned(logs, decisions))
             # the next passes check their ids against this one's too (as against every day stored before the run):
             # a window scanned again (the ADC-based tables' second look) sees the same earlier days as one run
             stored |= set(batch)
@@ -240,9 +266,27 @@ def _split(tables: dict, batch: list) -> dict:
     return out
 
 
-def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run_id) -> None:
+def _unpinned(logs, decisions) -> bool:
+    """An input whose days have no file signature (a catalog table, a DataFrame): its stored days cannot tell
+    whether the data changed since, so they are never reused (Store.usable); files are pinned by name, size and
+    mtime."""
+    return any(isinstance(sig, dict) and sig.get("unpinned")
+               for sig in (day_signature(logs, None), day_signature(decisions, None)))
+
+
+def _day_K(tables: dict, default: int) -> int:
+    """The day's own K, the largest position of its clean rows (log_counts.k_max of that day), not the batch's: a
+    window of that day alone reads it back (``default``: the batch's, when the day has no count)."""
+    counts = tables.get("log_counts")
+    if counts is None or not len(counts) or "k_max" not in counts:
+        return default
+    k = pd.to_numeric(counts["k_max"], errors="coerce").max()
+    return 0 if pd.isna(k) else int(k)
+
+
+def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run_id, unpinned: bool = False) -> None:
     """Write the batch's days: small tables, big tables (by the engine), then each day's manifest (the tables the
-    day holds)."""
+    day holds, the day's own K; ``unpinned``: never reused, see :func:`_unpinned`)."""
     from ..io import fs
 
     for d in batch:
@@ -252,6 +296,6 @@ def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run
         engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", fs.join(store.uri, name), batch)
     for d in batch:
         present = set(per_day[d]) | set(res.big)
-        store.write_manifest(d, logs_fp[d], dec_fp[d], present, {"K": res.K, "run_id": run_id,
-                                                                 "bundle": True})
+        extra = {"K": _day_K(per_day[d], res.K), "run_id": run_id, "bundle": True}
+        store.write_manifest(d, logs_fp[d], dec_fp[d], present, {**extra, "unpinned": True} if unpinned else extra)
 

@@ -112,9 +112,11 @@ FROM scv_events WHERE NOT clean"""
 
 
 def event_ids() -> str:
-    """Per day, the id hash of every first copy of an event: later days are checked against it (cross-day
-    DUPLICATE_EVENT_ID) without reading this day's logs again."""
-    return f"SELECT dt, id_hash FROM scv_events WHERE event_id IS NOT NULL AND NOT {flag('DUPLICATE_EVENT_ID')}"
+    """Per day, the id hash of every row with an event id: later days are checked against it (cross-day
+    DUPLICATE_EVENT_ID) without reading this day's logs again. Copies flagged within the day are kept too: with
+    ``duplicates="quarantine_all"`` every copy is flagged, and a later day's copy must still be caught (a repeated
+    hash changes no membership)."""
+    return "SELECT dt, id_hash FROM scv_ev WHERE event_id IS NOT NULL"
 
 
 def _in_order(Kw: int) -> str:

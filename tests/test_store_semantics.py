@@ -1,0 +1,163 @@
+"""A window read partly from the statistics store equals the same window scanned cold: a day's own K, a backfilled
+day that repeats later days' event ids, quarantine_all across passes, one-slot logs reused, inputs without a file
+signature never reused, and one run's write never removing another's staging (DuckDB, small data)."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+
+import pandas as pd
+import pytest
+
+from reference import build_random, write_parquet
+from scavenger.cli import main
+
+D0 = dt.date(2026, 3, 1)
+GATE = ["--engine", "duckdb", "--gate", "report", "--max-quarantine-share", "1", "--no-great-expectations"]
+
+
+def _run(root, out, *extra, stats=None):
+    args = ["evaluate", "--logs", f"{root}/logs", "--decisions", f"{root}/decisions", *GATE, "--out", str(out)]
+    assert main(args + (["--stats-dir", str(stats)] if stats else []) + list(extra)) in (0, 3)
+    res = json.loads((out / "result.json").read_text())
+    est = pd.read_parquet(out / "estimates") if (out / "estimates").exists() else pd.DataFrame()
+    return res, est
+
+
+def _values(est) -> dict:
+    ok = est[est["identified"]] if len(est) else est
+    return {(r.policy_id, r.estimator): r.value for r in ok.itertuples()}
+
+
+def _same(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    assert all(abs(a[k] - b[k]) <= 1e-12 * max(1.0, abs(b[k])) for k in a), [(k, a[k], b[k]) for k in a]
+
+
+def _set_id(data, day: int, i: int, new: str) -> None:
+    """Row i of day ``day`` (and its decisions) takes event id ``new``."""
+    rows = [r for r in data["logs"] if r["dt"] == D0 + dt.timedelta(day)]
+    old, rows[i]["event_id"] = rows[i]["event_id"], new
+    for d in data["decisions"]:
+        if d["event_id"] == old and d["dt"] == rows[i]["dt"]:
+            d["event_id"] = new
+
+
+def test_a_stored_day_keeps_its_own_K(tmp_path):
+    """Days of K = 3 and one of K = 2 scanned in one pass and stored; that day alone read back from the store has
+    K = 2 and the cold estimates (before: the pass's K = 3, so factored lacked C_3 and was not identified)."""
+    a = build_random(5, K=3, n_ads=6, days=(0, 1), per_day=80, with_nulls=False)
+    b = build_random(105, K=2, n_ads=6, days=(2,), per_day=80, with_nulls=False)
+    names = dict(zip(b["ads"], a["ads"]))
+    for row in b["logs"] + b["decisions"]:
+        for s in row["slots"]:
+            s["ad_id"] = names[s["ad_id"]]
+    write_parquet({"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"],
+                   "decisions": a["decisions"] + b["decisions"]}, str(tmp_path))
+    _run(tmp_path, tmp_path / "all", stats=tmp_path / "s")
+    day = ["--from", "2026-03-03", "--to", "2026-03-03"]
+    warm, west = _run(tmp_path, tmp_path / "warm", *day, stats=tmp_path / "s")
+    cold, cest = _run(tmp_path, tmp_path / "cold", *day)
+    assert warm["counts"]["days_scanned"] == 0 and warm["counts"]["K"] == cold["counts"]["K"] == 2
+    assert ("det", "factored") in _values(cest)
+    _same(_values(west), _values(cest))
+
+
+@pytest.mark.parametrize("case", ["backfill", "redelivery"])
+def test_a_day_read_now_that_repeats_ids_of_later_stored_days(tmp_path, case):
+    """Backfill: days 2-3 stored, then day 1 arrives holding an id of day 2. Re-delivery: day 2 re-written with an
+    id of stored day 3. The later copy is flagged as in one cold scan (before: 0 quarantined, 180 events)."""
+    data = build_random(7, K=2, n_ads=5, days=(0, 1, 2), per_day=60, with_nulls=False)
+    root, store = tmp_path / "d", tmp_path / "s"
+    if case == "backfill":
+        _set_id(data, 0, 0, [r for r in data["logs"] if r["dt"] == D0 + dt.timedelta(1)][0]["event_id"])
+        write_parquet(data, str(root), days={D0 + dt.timedelta(1), D0 + dt.timedelta(2)})
+        _run(root, tmp_path / "first", stats=store)
+        write_parquet(data, str(root), days={D0})
+    else:
+        write_parquet(data, str(root))
+        _run(root, tmp_path / "first", stats=store)
+        _set_id(data, 1, 0, [r for r in data["logs"] if r["dt"] == D0 + dt.timedelta(2)][0]["event_id"])
+        write_parquet(data, str(root), days={D0 + dt.timedelta(1)})
+    warm, west = _run(root, tmp_path / "warm", stats=store)
+    cold, cest = _run(root, tmp_path / "cold")
+    assert warm["counts"]["logs"]["by_reason"] == cold["counts"]["logs"]["by_reason"] == {"DUPLICATE_EVENT_ID": 1}
+    assert warm["counts"]["logs"]["by_dt"] == cold["counts"]["logs"]["by_dt"]
+    _same(_values(west), _values(cest))
+
+
+def test_quarantine_all_catches_a_later_copy_of_an_id_repeated_within_a_day(tmp_path):
+    """quarantine_all flags every copy of an id repeated within day 1, and day 2's copy too, whether the days are
+    scanned in one pass or one a pass (before: day 2's copy was missed across passes, since the stored ids of day
+    1 left out every flagged copy)."""
+    data = build_random(7, K=2, n_ads=5, days=(0, 1, 2), per_day=60, with_nulls=False)
+    x = [r for r in data["logs"] if r["dt"] == D0][0]["event_id"]
+    _set_id(data, 1, 0, x)
+    _set_id(data, 0, 1, x)
+    write_parquet(data, str(tmp_path))
+    mode = ["--duplicates", "quarantine_all"]
+    one, oest = _run(tmp_path, tmp_path / "one", *mode)
+    split, sest = _run(tmp_path, tmp_path / "split", *mode, "--batch-days", "1")
+    assert one["counts"]["logs"]["by_reason"] == split["counts"]["logs"]["by_reason"] == {"DUPLICATE_EVENT_ID": 3}
+    _same(_values(sest), _values(oest))
+
+
+def test_one_slot_logs_are_reused_from_the_store(tmp_path):
+    """K = 1: check d's table is empty but made, so the second run reads every day from the store (before: every
+    day scanned again on every run)."""
+    write_parquet(build_random(51, K=1, n_ads=4, days=(0, 1, 2), per_day=60), str(tmp_path))
+    first, _ = _run(tmp_path, tmp_path / "a", stats=tmp_path / "s")
+    second, _ = _run(tmp_path, tmp_path / "b", stats=tmp_path / "s")
+    assert (first["counts"]["days_scanned"], second["counts"]["days_scanned"]) == (3, 0)
+    assert second["counts"]["rows_read"] == 0
+
+
+def test_a_dataframe_input_is_scanned_again_every_run(tmp_path):
+    """A DataFrame has no file signature: its stored days are never reused, so a change shows (before: the old
+    days were loaded and the old value returned)."""
+    from reference import arrow_tables
+    from scavenger import api
+
+    data = build_random(9, K=2, n_ads=5, days=(0, 1), per_day=60, with_nulls=False)
+    logs, decs = (t.to_pandas() for t in arrow_tables(data)[:2])
+    kw = dict(engine="duckdb", gate="report", stats_dir=str(tmp_path / "s"), estimators=["slate_ips"],
+              max_quarantine_share=1.0)
+    before = api.evaluate(logs, decs, **kw).pandas
+    flipped = logs.copy()
+    flipped["slots"] = [[{**s, "reward": 1.0 - (s["reward"] or 0.0)} for s in slots] for slots in flipped["slots"]]
+    after = api.evaluate(flipped, decs, **kw).pandas
+    cold = api.evaluate(flipped, decs, **{**kw, "stats_dir": None}).pandas
+    assert _values(after) == pytest.approx(_values(cold), rel=1e-12)
+    assert _values(after) != pytest.approx(_values(before), rel=1e-3)
+
+
+def test_a_write_removes_its_own_staging_only(tmp_path):
+    """Two runs writing one table: each removes its own staging directory, never the other's (before: the whole
+    _staging went, and the other run's commit found nothing and deleted its day)."""
+    from scavenger.io import fs
+
+    mine, theirs = tmp_path / "_staging" / "a", tmp_path / "_staging" / "b"
+    os.makedirs(mine / "dt=2026-03-01")
+    os.makedirs(theirs / "dt=2026-03-02")
+    fs.delete_own(str(mine))
+    assert sorted(os.listdir(tmp_path / "_staging")) == ["b"]
+    fs.delete_own(str(theirs))
+    assert not (tmp_path / "_staging").exists()
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_the_api_reads_only_the_policies_it_names_as_the_cli_does(tmp_path):
+    """api.evaluate(policies=[...]) selects them before the join, as `--policies` does, so the days it stores
+    count the decisions of those policies only (before: every policy's rows, stored under the selection's key, so
+    a later CLI run with --policies loaded 600 decision rows where a cold one reads 120)."""
+    from scavenger import api
+
+    write_parquet(build_random(13, K=2, n_ads=5, days=(0, 1), per_day=60, with_nulls=False), str(tmp_path))
+    api.evaluate(f"{tmp_path}/logs", f"{tmp_path}/decisions", policies=["det"], engine="duckdb", gate="report",
+                 stats_dir=str(tmp_path / "s"), max_quarantine_share=1.0)
+    warm, _ = _run(tmp_path, tmp_path / "warm", "--policies", "det", stats=tmp_path / "s")
+    cold, _ = _run(tmp_path, tmp_path / "cold", "--policies", "det")
+    assert warm["counts"]["days_scanned"] == 0
+    assert warm["counts"]["decisions"]["rows_in"] == cold["counts"]["decisions"]["rows_in"] == 120
