@@ -42,17 +42,26 @@ def stratified_dependence(strata: pd.DataFrame) -> dict:
     V_pooled = sqrt(max(0, sum_s (chi2_s - E0_s)) / sum_s n_s min(r_s - 1, c_s - 1)).
     Collisions: O = events with the same ad in both slots, E = sum_s sum_a R_s(a) C_s(a) / n_s (product of the
     slot marginals, seed 002's factorized mu).
+
+    Only strata that can show a dependence are tested: n_s >= 2, r_s >= 2, c_s >= 2 and n_s > max(r_s, c_s). Where
+    every event of a stratum shows a different ad in one slot (n_s = r_s or n_s = c_s, e.g. a context_id unique
+    per event or pair of events), chi2_s = E0_s whatever the logger does, so such strata would only dilute V.
+    n_tested counts the events of the tested strata; the collision sums use the strata of >= 2 events (n_pairs
+    events: a one-event stratum has O = E by construction).
     """
-    s = strata[(strata["n"] >= 2) & (strata["r"] >= 2) & (strata["c"] >= 2)]
+    informative = (strata["n"] >= 2) & (strata["r"] >= 2) & (strata["c"] >= 2)
+    s = strata[informative & (strata["n"] > strata["r"]) & (strata["n"] > strata["c"])]
+    pairs = strata[strata["n"] >= 2]
     chi2 = (s["n"] * (s["s"] - 1.0)).clip(lower=0.0)
     e0 = (s["r"] - 1) * (s["c"] - 1) * s["n"] / (s["n"] - 1)
     denom = float((s["n"] * np.minimum(s["r"] - 1, s["c"] - 1)).sum())
     excess = float((chi2 - e0).sum())
     v = float(np.sqrt(max(0.0, excess) / denom)) if denom > 0 else 0.0
-    o, e = float(strata["o_diag"].sum()), float(strata["e_diag"].sum())
+    o, e = float(pairs["o_diag"].sum()), float(pairs["e_diag"].sum())
     return {"chi2": float(chi2.sum()), "dof": float(((s["r"] - 1) * (s["c"] - 1)).sum()), "v_pooled": v,
-            "strata": int(len(s)), "n": float(strata["n"].sum()), "collisions_observed": o,
-            "collisions_expected": e, "collision_ratio": (o / e) if e > 0 else float("nan")}
+            "strata": int(len(s)), "n": float(strata["n"].sum()), "n_tested": float(s["n"].sum()),
+            "n_pairs": float(pairs["n"].sum()), "collisions_observed": o, "collisions_expected": e,
+            "collision_ratio": (o / e) if e > 0 else float("nan")}
 
 
 def pooled_within(g: pd.DataFrame, stratum: str) -> dict:

@@ -53,16 +53,19 @@ def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n
 
 def dependence_table(strata: pd.DataFrame, keys: list) -> pd.DataFrame:
     """Per group of ``keys``: :func:`scavenger.checks.contingency.stratified_dependence` of its strata rows
-    (columns chi2, dof, v_pooled, strata, n, collisions_observed, collisions_expected, collision_ratio)."""
+    (columns chi2, dof, v_pooled, strata, n, n_tested, n_pairs, collisions_observed, collisions_expected,
+    collision_ratio; see there for which strata are tested)."""
     s = strata
-    tested = (s["n"] >= 2) & (s["r"] >= 2) & (s["c"] >= 2)
+    tested = (s["n"] >= 2) & (s["r"] >= 2) & (s["c"] >= 2) & (s["n"] > s["r"]) & (s["n"] > s["c"])
+    pairs = s["n"] >= 2
     n, r, c = s["n"].astype(float), s["r"].astype(float), s["c"].astype(float)
     chi2 = (n * (s["s"] - 1.0)).clip(lower=0.0).where(tested, 0.0)
     e0 = ((r - 1) * (c - 1) * n / (n - 1)).where(tested, 0.0)
     parts = pd.DataFrame({"chi2": chi2, "dof": ((r - 1) * (c - 1)).where(tested, 0.0),
                           "denom": (n * np.minimum(r - 1, c - 1)).where(tested, 0.0), "excess": chi2 - e0,
-                          "strata": tested.astype(int), "n": n, "o": s["o_diag"].astype(float),
-                          "e": s["e_diag"].astype(float)})
+                          "strata": tested.astype(int), "n": n, "n_tested": n.where(tested, 0.0),
+                          "n_pairs": n.where(pairs, 0.0), "o": s["o_diag"].astype(float).where(pairs, 0.0),
+                          "e": s["e_diag"].astype(float).where(pairs, 0.0)})
     for k in keys:
         parts[k] = s[k].values
     g = parts.groupby(keys, sort=True).sum(numeric_only=True)
@@ -70,6 +73,7 @@ def dependence_table(strata: pd.DataFrame, keys: list) -> pd.DataFrame:
     out["chi2"], out["dof"] = g["chi2"], g["dof"]
     out["v_pooled"] = np.sqrt(g["excess"].clip(lower=0.0) / g["denom"].where(g["denom"] > 0)).fillna(0.0)
     out["strata"], out["n"] = g["strata"].astype(int), g["n"]
+    out["n_tested"], out["n_pairs"] = g["n_tested"], g["n_pairs"]
     out["collisions_observed"], out["collisions_expected"] = g["o"], g["e"]
     out["collision_ratio"] = g["o"] / g["e"].where(g["e"] > 0)
     return out

@@ -1,0 +1,91 @@
+"""The assumption checks' edges where too little data, sparse tables or logged rounding made a check pass or
+fail wrongly: check d on fine context strata (cannot judge, never pass), check a's false failures of independent
+loggers on sparse tables, check e's tolerance for rounded propensities, its window test's false-fail rate and
+its hint when the pooled cells mix contexts."""
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from scavenger.checks import assumptions as A
+from scavenger.engines.dialect import to_duckdb
+from scavenger.statistics.sql.tables import pair_strata
+
+
+def _check_d(a, b, stratum, cfg=A.AssumptionConfig()):
+    """Check d's rows for one policy's slots 1, 2 (ads a, b per event, context stratum per event), the strata
+    table built by the gate's own statement (statistics/sql/tables.pair_strata) on DuckDB."""
+    ev = pd.DataFrame({"dt": "2026-01-01", "logging_policy": "p", "stratum": stratum, "a": a, "b": b})
+    cells = ev.groupby(["dt", "logging_policy", "stratum", "a", "b"]).size().rename("n").reset_index()
+    cells["j"], cells["k"] = 1, 2
+    con = duckdb.connect()
+    try:
+        con.register("cells_df", cells)
+        con.execute("CREATE TABLE scv_pair_cells AS SELECT * FROM cells_df")
+        strata = con.execute(to_duckdb(pair_strata())).df()
+    finally:
+        con.close()
+    dep, col = A.check_d(strata, cfg)
+    assert dep["check"] == "d.slot_dependence" and col["check"] == "d.collisions"
+    return dep, col, strata
+
+
+def _ranked(rng, n, n_ads):
+    ads = np.argsort(rng.random((n, n_ads)), axis=1)[:, :2]
+    return ads[:, 0], ads[:, 1]
+
+
+def test_check_d_context_unique_per_event_cannot_judge():
+    """A ranked logger (2 of 10 ads, 5,000 events) with a context_id per event: every stratum holds one event,
+    nothing can be tested -- both rows warn (they passed with 'V=0.0000 over 0 strata' and 'E=0.00 < 5')."""
+    a, b = _ranked(np.random.default_rng(0), 5000, 10)
+    dep, col, _ = _check_d(a, b, [f"u{i}" for i in range(5000)])
+    assert dep["verdict"] == "warn" and col["verdict"] == "warn"
+    assert "cannot judge slot independence: only 0 of 5000 events" in dep["message"]
+    assert "widen the window or log a coarser context_id" in dep["message"]
+    assert "cannot judge" in col["message"] and "only 0 of 5000 events" in col["message"]
+    assert "do not overlap" not in col["message"]
+
+
+def test_check_d_two_events_per_context_dependent_slots_cannot_judge():
+    """Slot 2 a fixed function of slot 1, 2 events per context value: a 2x2 stratum of 2 events has chi2 = its
+    null expectation whatever the logger, so V was 0 over 2,242 'tested' strata and check d passed."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 10, 5000)
+    dep, col, strata = _check_d(a, a + 10, [f"c{i // 2}" for i in range(5000)])
+    assert ((strata["r"] == 2) & (strata["c"] == 2)).sum() > 2000         # the strata the old check 'tested'
+    assert dep["verdict"] == "warn" and dep["statistic"] == 0.0
+    assert "only 0 of 5000 events are in 0 (context, day) strata" in dep["message"]
+    # disjoint slot pools with every event in a stratum of two: no repeats to expect, an honest pass
+    assert col["verdict"] == "pass" and "over 5000 events in strata of two events or more" in col["message"]
+    # the same logger with no context: V = 0.9991, a fail
+    dep, _, _ = _check_d(a, a + 10, "<null>")
+    assert dep["verdict"] == "fail" and round(dep["statistic"], 4) == 0.9991
+
+
+def test_check_d_tests_only_strata_that_can_show_dependence():
+    """1000 ads, slot 2 = f(slot 1), 20 events per context: the strata where every event shows a different ad
+    diluted V to 0.0911 (pass); over the 152 strata with a repeat V = 0.2398 (fail)."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 1000, 20000)
+    dep, _, strata = _check_d(a, (a + 1) % 1000, [f"c{i // 20}" for i in range(20000)])
+    st = A.stratified_dependence(strata)
+    assert st["strata"] == 152 and st["v_pooled"] == dep["statistic"]
+    assert dep["verdict"] == "fail" and round(dep["statistic"], 4) == 0.2398
+
+
+def test_check_d_collision_message_follows_the_direction():
+    """O/E > 1 (slot 2 repeats slot 1 more often than chance) is not 'sampled without replacement'."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 10, 5000)
+    b = np.where(rng.random(5000) < 0.3, a, rng.integers(0, 10, 5000))
+    _, col, _ = _check_d(a, b, "<null>")
+    assert col["verdict"] == "fail" and col["statistic"] > 2.5
+    assert "more than if the slots were chosen independently" in col["message"]
+    assert "without replacement" not in col["message"]
+    a, b = _ranked(rng, 5000, 10)
+    _, col, _ = _check_d(a, b, "<null>")
+    assert col["verdict"] == "fail" and col["statistic"] == 0.0
+    assert "fewer than if the slots were chosen independently: the slate is sampled without replacement" in \
+        col["message"]
