@@ -89,3 +89,54 @@ def test_check_d_collision_message_follows_the_direction():
     assert col["verdict"] == "fail" and col["statistic"] == 0.0
     assert "fewer than if the slots were chosen independently: the slate is sampled without replacement" in \
         col["message"]
+
+
+_NO_SLOTS = pd.DataFrame(columns=["logging_policy", "dt", "position", "ad_id", "n"])
+
+
+def _check_a(features: dict, ad, cfg=A.AssumptionConfig()):
+    """Check a's context-independence rows of one policy and position: features name -> value per event."""
+    frames = [pd.DataFrame({"logging_policy": "p", "position": 1, "feature": f, "value": v, "ad_id": ad})
+              for f, v in features.items()]
+    ctx = pd.concat(frames).groupby(["logging_policy", "position", "feature", "value", "ad_id"]).size()
+    return A.check_a(ctx.rename("n").reset_index(), _NO_SLOTS, cfg)
+
+
+def test_check_a_independent_loggers_do_not_fail():
+    """Independent logger, 200 replicates per table shape: V_bc > 0.1 in 17-33% of the sparse ones (they failed);
+    now a sparse table cannot be judged (warn) and a judged one fails only when p < 0.001 too: no fail."""
+    rng = np.random.default_rng(2)
+    verdicts = {}
+    for n, r, c in [(500, 490, 2), (500, 250, 5), (600, 300, 300), (500, 100, 2), (2000, 100, 2)]:
+        out = []
+        for _ in range(200):
+            (row,) = _check_a({"f": rng.integers(0, r, n)}, rng.integers(0, c, n))
+            out.append(row["verdict"])
+        verdicts[(n, r, c)] = pd.Series(out).value_counts().to_dict()
+    assert verdicts[(500, 490, 2)] == verdicts[(500, 250, 5)] == verdicts[(600, 300, 300)] == {"warn": 200}
+    assert verdicts[(500, 100, 2)] == {"warn": 200}                 # 5 impressions per value < 10
+    assert verdicts[(2000, 100, 2)] == {"pass": 200}
+    (row,) = _check_a({"f": rng.integers(0, 490, 500)}, rng.integers(0, 2, 500))
+    assert "cannot judge" in row["message"] and "bucket the feature into fewer values" in row["message"]
+
+
+def test_check_a_dependent_logger_still_fails():
+    """Ad a: with prob. 0.5 ad = the context value, else uniform over 10: V = 0.5, p ~ 0 -- fail."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 10, 2000)
+    ad = np.where(rng.random(2000) < 0.5, x, rng.integers(0, 10, 2000))
+    (row,) = _check_a({"f": x}, ad)
+    assert row["verdict"] == "fail" and row["statistic"] > 0.4 and "p < 0.001" in row["message"]
+
+
+def test_check_a_one_context_value():
+    """No context feature varies: check a cannot judge (it passed 'nothing to depend on' on any n); a constant
+    feature beside one that varies is vacuous and passes, saying so."""
+    rng = np.random.default_rng(5)
+    ad = rng.integers(0, 4, 50)
+    (row,) = _check_a({"context_id": np.full(50, "<null>")}, ad)
+    assert row["verdict"] == "warn" and row["statistic"] is None
+    assert "cannot judge: no context feature varies in these 50 impressions" in row["message"]
+    rows = _check_a({"dow": np.full(50, "mon"), "f": rng.integers(0, 2, 50)}, ad)
+    dow = [r for r in rows if r["scope"].endswith("feature=dow")][0]
+    assert dow["verdict"] == "pass" and "the features that vary are tested in their own rows" in dow["message"]

@@ -2,7 +2,9 @@
 position, the contingency table of each context feature value x logged ad; chi-square + bias-corrected Cramer's V.
 A feature that partitions the ads (each ad under one value: OBD's campaign) selects the eligible ads, not the
 exploration: the other features are tested within its strata. Dependence on the day (history) is allowed by
-Theorem 3: shown, never failed."""
+Theorem 3: shown, never failed. A table fails when V_bc > cramers_v_max and the chi-square p-value is below
+independence_alpha / (tables tested); it cannot be judged (warn) below min_table_n impressions or below
+min_per_level impressions per feature value and per ad on average."""
 from __future__ import annotations
 
 import pandas as pd
@@ -24,35 +26,62 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
     # except for the few that a partitioning feature splits (bounded cost for any number of policies/features)
     stats = sparse_chi2(ctx, keys, "value", "ad_id").to_dict("index") if len(ctx) else {}
     rows_of = ctx.groupby(keys, sort=True).indices if len(ctx) else {}
+    # Bonferroni over the tables with a context value to depend on (as check e): an independent logger fails
+    # check a with probability at most independence_alpha however many features and positions
+    tested = sum(1 for st in stats.values() if st["r"] >= 2) if stats else 0
+    p_cut = cfg.independence_alpha / max(tested, 1)
+    varies = {(p, k) for (p, k, _), st in stats.items() if st["r"] >= 2}
     for (policy, pos, feat) in sorted(rows_of):
-        scope = f"policy={policy} position={pos} feature={feat}"
+        scope = f"policy={policy} position={pos}"
         part = partitions.get((policy, pos))
         if part is not None and feat in part["features"]:
-            out.append(row(CHECK, scope, None, cfg.cramers_v_max, PASS,
+            out.append(row(CHECK, f"{scope} feature={feat}", None, cfg.cramers_v_max, PASS,
                            f"{feat} partitions the ads (each ad is shown under one {feat} value only): it selects "
                            f"the eligible ads, not the exploration; the other features are tested within its "
                            f"{part['n_strata']} strata"))
         elif part is not None:
-            out.append(_within_partition(ctx.iloc[rows_of[(policy, pos, feat)]], part, scope, cfg))
+            out.append(_within_partition(ctx.iloc[rows_of[(policy, pos, feat)]], part, f"{scope} feature={feat}",
+                                         p_cut, cfg))
         else:
-            out.append(_feature_row(stats[(policy, pos, feat)], feat, scope, cfg))
+            out.append(_feature_row(stats[(policy, pos, feat)], feat, f"{scope} feature={feat}", p_cut,
+                                    (policy, pos) in varies, cfg))
     return out + _time_rows(slot)
 
 
-def _within_partition(g: pd.DataFrame, part: dict, scope: str, cfg: AssumptionConfig) -> dict:
+def _verdict(v_bc: float, p: float, n: float, levels: float, p_cut: float, cfg: AssumptionConfig) -> str:
+    """WARN when the table cannot be judged (fewer than min_table_n impressions, or fewer than min_per_level per
+    feature value or per ad on average: too sparse for the chi-square), FAIL when V_bc > cramers_v_max and the
+    chi-square p-value < p_cut (material and significant), else PASS."""
+    if n < cfg.min_table_n or n < cfg.min_per_level * levels:
+        return WARN
+    return FAIL if v_bc > cfg.cramers_v_max and p < p_cut else PASS
+
+
+def _warn_text(n: float, levels: float, cfg: AssumptionConfig) -> str:
+    if n < cfg.min_table_n:
+        return f": fewer than {cfg.min_table_n} impressions, cannot judge; widen the window"
+    return (f": cannot judge, {n:.0f} impressions over {levels:.0f} feature values or ads is fewer than "
+            f"{cfg.min_per_level} per value and per ad on average, too sparse for the chi-square (a value seen once "
+            f"shows no dependence whatever the logger does); bucket the feature into fewer values or widen the "
+            f"window")
+
+
+def _within_partition(g: pd.DataFrame, part: dict, scope: str, p_cut: float, cfg: AssumptionConfig) -> dict:
     """A feature tested within the strata of the policy's partitioning feature (pooled V, see pooled_within)."""
     st = pooled_within(g.assign(_stratum=g["ad_id"].map(part["stratum_of_ad"])), "_stratum")
     detail = (f"within-{part['features'][0]} pooled Cramer's V={st['v_bc']:.4f} (bias-corrected) over "
-              f"{st['strata']} strata, chi2={st['chi2']:.1f}, dof={st['dof']}, n={st['n']:.0f}")
-    verdict = (WARN if st["n"] < cfg.min_table_n else FAIL if st["v_bc"] > cfg.cramers_v_max else PASS)
+              f"{st['strata']} strata, chi2={st['chi2']:.1f}, dof={st['dof']}, p={st['p_value']:.3g}, "
+              f"n={st['n']:.0f}")
+    n = st["n"] if st["n"] < cfg.min_table_n else st["n_tested"]
+    verdict = _verdict(st["v_bc"], st["p_value"], n, st["levels"], p_cut, cfg)
     msg = detail + {PASS: ": no material dependence within the eligible sets",
-                    WARN: ": too few impressions to judge",
-                    FAIL: ": the logged ad depends on the current context within an eligible set, so "
-                          "scavenging/ADC estimates are not consistent (seed 001 Theorem 1)"}[verdict]
+                    WARN: _warn_text(n, st["levels"], cfg),
+                    FAIL: f": the logged ad depends on the current context within an eligible set (p < "
+                          f"{p_cut:.2g}), so scavenging/ADC estimates are not consistent (seed 001 Theorem 1)"}[verdict]
     return row(CHECK, scope, st["v_bc"], cfg.cramers_v_max, verdict, msg)
 
 
-def _feature_row(st: dict, feat: str, scope: str, cfg: AssumptionConfig) -> dict:
+def _feature_row(st: dict, feat: str, scope: str, p_cut: float, others_vary: bool, cfg: AssumptionConfig) -> dict:
     """The verdict of one feature x ad table from its chi-square and V (:func:`.vector.sparse_chi2`)."""
     levels = st["r"]
     if levels > cfg.max_feature_levels:
@@ -61,19 +90,28 @@ def _feature_row(st: dict, feat: str, scope: str, cfg: AssumptionConfig) -> dict
                    f"max_feature_levels")
     detail = (f"Cramer's V={st['v_bc']:.4f} (bias-corrected; raw {st['v']:.4f}), chi2={st['chi2']:.1f}, "
               f"dof={st['dof']}, p={st['p_value']:.3g}, n={st['n']:.0f}")
-    if st["r"] < 2:
+    if st["r"] < 2 and others_vary:
         return row(CHECK, scope, 0.0, cfg.cramers_v_max, PASS,
-                   f"feature {feat} has one value here: nothing to depend on")
-    if st["n"] < cfg.min_table_n:
-        return row(CHECK, scope, st["v_bc"], cfg.cramers_v_max, WARN,
-                   f"{detail}: fewer than {cfg.min_table_n} impressions, cannot judge; widen the window")
-    if st["v_bc"] > cfg.cramers_v_max:
+                   f"feature {feat} has one value in these {st['n']:.0f} impressions: the logged ad cannot depend on "
+                   f"it here; the features that vary are tested in their own rows")
+    if st["r"] < 2:
+        return row(CHECK, scope, None, cfg.cramers_v_max, WARN,
+                   f"cannot judge: no context feature varies in these {st['n']:.0f} impressions (feature {feat} has "
+                   f"one value), so the logs cannot show whether the logged ad depends on the context; log the "
+                   f"context the serving system sees (context_id, context map) to test it")
+    sizes = max(st["r"], st["c"])
+    verdict = _verdict(st["v_bc"], st["p_value"], st["n"], sizes, p_cut, cfg)
+    if verdict == WARN:
+        return row(CHECK, scope, st["v_bc"], cfg.cramers_v_max, WARN, detail + _warn_text(st["n"], sizes, cfg))
+    if verdict == FAIL:
         return row(CHECK, scope, st["v_bc"], cfg.cramers_v_max, FAIL,
-                   f"{detail}: the logged ad depends on the current context, so scavenging and ADC "
-                   f"estimates are not consistent (seed 001 Theorem 1); use a context-independent "
-                   f"exploration policy (or only its exploration events) for these estimators")
+                   f"{detail}: the logged ad depends on the current context (V > {cfg.cramers_v_max} and p < "
+                   f"{p_cut:.2g}), so scavenging and ADC estimates are not consistent (seed 001 Theorem 1); use a "
+                   f"context-independent exploration policy (or only its exploration events) for these estimators")
     return row(CHECK, scope, st["v_bc"], cfg.cramers_v_max, PASS,
-               f"{detail}: no material dependence of the logged ad on {feat}")
+               f"{detail}: no material dependence of the logged ad on {feat}"
+               + ("" if st["v_bc"] <= cfg.cramers_v_max else f" (V > {cfg.cramers_v_max} but p >= {p_cut:.2g}: "
+                                                              f"not significant, chance on a sparse table)"))
 
 
 def _time_rows(slot: pd.DataFrame) -> list[dict]:

@@ -14,7 +14,12 @@ _ORDER = {PASS: 0, WARN: 1, FAIL: 2}
 
 @dataclass(frozen=True)
 class AssumptionConfig:
-    cramers_v_max: float = 0.1          # a: fail above (effect size; p-values are ~0 at scale)
+    cramers_v_max: float = 0.1          # a: fail above (effect size; p-values are ~0 at scale) ...
+    independence_alpha: float = 0.001   # a: ... and when the chi-square p < independence_alpha / (tables tested):
+                                        #    an independent logger fails with probability <= 0.1%, as in check e
+    min_per_level: int = 10             # a: a table with fewer impressions per feature value or per ad on average
+                                        #    is too sparse for the chi-square (V_bc is 0 by construction when each
+                                        #    value is seen once): cannot judge, warn
     min_table_n: int = 500              # a, d: fewer impressions -> warn "not enough data to judge"
     include_context_id: bool = True     # a: context_id as one more feature
     max_feature_levels: int = 500       # a: features with more levels are reported, not tested
