@@ -7,6 +7,7 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pandas as pd
+import pytest
 
 from scavenger.checks import assumptions as A
 from scavenger.engines.dialect import to_duckdb
@@ -140,3 +141,78 @@ def test_check_a_one_context_value():
     rows = _check_a({"dow": np.full(50, "mon"), "f": rng.integers(0, 2, 50)}, ad)
     dow = [r for r in rows if r["scope"].endswith("feature=dow")][0]
     assert dow["verdict"] == "pass" and "the features that vary are tested in their own rows" in dow["message"]
+
+
+def _slot(counts, p_logged, ads=None, dt="2026-01-01"):
+    """A one-position slot table of one policy and day: impressions per ad, each logged with ``p_logged``."""
+    counts = np.asarray(counts)
+    p = np.broadcast_to(np.asarray(p_logged, dtype=float), counts.shape)
+    return pd.DataFrame({"logging_policy": "p", "dt": dt, "position": 1,
+                         "ad_id": ads if ads is not None else [f"a{i}" for i in range(len(counts))], "n": counts,
+                         "n_p": counts, "sum_p": counts * p, "min_p": p, "max_p": p})
+
+
+def _check_e(slot, cfg=A.AssumptionConfig()):
+    cal = A.calibration_slot(slot[slot["n"] > 0], {})
+    events = cal.groupby(["logging_policy", "stratum", "dt", "position"], as_index=False).agg(events=("n", "sum"))
+    return {r["check"]: r for r in A.check_e(cal, events, cfg)}
+
+
+def test_check_e_rounded_propensities_pass_real_excess_fails():
+    """7 ads uniform logged as round(1/7, 4) = 0.1429 sum to 1.0003: failed 'logs wrong propensities'; the
+    tolerance is half a unit of each propensity's last decimal (at most of the 3rd): 7 x 0.00005 here."""
+    rng = np.random.default_rng(8)
+    rows = _check_e(_slot(rng.multinomial(70000, np.full(7, 1 / 7)), round(1 / 7, 4)))
+    assert rows["e.calibration"]["verdict"] == "pass" and rows["e.calibration_window"]["verdict"] == "pass"
+    np.testing.assert_allclose(A.rounding_slack([0.1429, 0.143, 0.0125, 0.2, 0.25, 1 / 7]),
+                               [5e-5, 5e-4, 5e-5, 5e-4, 5e-4, 0.0], rtol=1e-12)
+    for p_logged, k, total in ((0.2, 6, 1.2), (0.3, 5, 1.5), (0.5, 4, 2.0), (0.143, 7, 1.001)):
+        rows = _check_e(_slot(rng.multinomial(70000, np.full(k, 1 / k)), p_logged))
+        cal = rows["e.calibration"]
+        if p_logged == 0.143:             # 7 x round(1/7, 3): within 7 x 0.0005
+            assert cal["verdict"] == "pass", cal["message"]
+        else:
+            assert cal["verdict"] == "fail" and cal["statistic"] == pytest.approx(total, rel=1e-12)
+    assert "> 1 + 0.003" in _check_e(_slot(np.full(6, 1000), 0.2))["e.calibration"]["message"]
+
+
+def test_check_e_window_test_holds_its_false_fail_rate():
+    """2,000 ads at p = 1/2000, 10,000 one-slot events (E = 5 per ad): the window's normal tail failed 6 of 100
+    calibrated replicates; with the exact binomial tail none of 200 fails. An ad served twice as often as
+    logged over 30 such days (E = 150, O ~ 300) still fails the window test."""
+    rng = np.random.default_rng(3)
+    fails = 0
+    for _ in range(200):
+        rows = _check_e(_slot(rng.multinomial(10000, np.full(2000, 1 / 2000)), 1 / 2000))
+        fails += any(r["verdict"] == "fail" for r in rows.values())
+    assert fails <= 1
+    served = np.full(2000, 1 / 2000)
+    served[0] = 2 / 2000
+    served /= served.sum()
+    slot = pd.concat([_slot(rng.multinomial(10000, served), 1 / 2000, dt=f"2026-01-{d + 1:02d}") for d in range(30)])
+    rows = _check_e(slot)
+    win = rows["e.calibration_window"]
+    assert win["verdict"] == "fail" and "ad a0 " in win["message"] and win["statistic"] > 0.8
+
+
+def test_check_e_pooled_contexts_suggest_the_scope():
+    """Ad s eligible under both contexts: no partition, the pooled cells sum to 1.8 and fail; the message says
+    to rerun with --calibration-scope context_id."""
+    from scavenger.checks import judge as J
+
+    rng = np.random.default_rng(7)
+    ctx = rng.integers(0, 2, 20000)
+    pools = {0: ["s", "a1", "a2", "a3", "a4"], 1: ["s", "b1", "b2", "b3", "b4"]}
+    ad = [pools[c][i] for c, i in zip(ctx, rng.integers(0, 5, 20000))]
+    df = pd.DataFrame({"logging_policy": "p", "dt": "2026-01-01", "position": 1, "ad_id": ad,
+                       "ctx": [f"c{c}" for c in ctx]})
+    slot = df.groupby(["logging_policy", "dt", "position", "ad_id"]).agg(
+        n=("ad_id", "size"), stratum_min=("ctx", "min"), stratum_max=("ctx", "max")).reset_index()
+    slot = slot.assign(n_p=slot["n"], sum_p=0.2 * slot["n"], min_p=0.2, max_p=0.2)
+    assert A.partition_strata(slot) == {} and A.mixed_scope(slot, {}) == {"p": 2}
+    rows = {r["check"]: r for r in J._check_e(None, slot, A.AssumptionConfig())}
+    cal = rows["e.calibration"]
+    assert cal["verdict"] == "fail" and cal["statistic"] == pytest.approx(1.8, rel=1e-12)
+    for r in rows.values():
+        assert "these cells pool 2 values of context_id" in r["message"]
+        assert "rerun with --calibration-scope context_id" in r["message"]

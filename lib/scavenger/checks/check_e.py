@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .calibration import bonferroni_z, calibration_cells, window_calibration
+from .calibration import bonferroni_z, calibration_cells, rounding_slack, window_calibration
 from .verdict import FAIL, PASS, WARN, AssumptionConfig, row
 
 
-def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, scope_note=None) -> list[dict]:
+def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, scope_note=None,
+            scope_hint=None) -> list[dict]:
     """Propensity calibration per (policy, position), stratified by day (and by the calibration scope's stratum
     when the tables carry one), plus per policy the window test of :func:`.calibration.window_calibration`.
-    ``scope_note`` (a string, or a dict policy -> string) says in the messages where the cells were matched.
+    ``scope_note`` (a string, or a dict policy -> string) says in the messages where the cells were matched;
+    ``scope_hint`` (likewise) ends a policy's fail messages (e.g. which --calibration-scope to try when its pooled
+    cells mix contexts, :func:`.calibration.mixed_scope`).
 
-    A cell is off when |O/E - 1| > calib_tol, |z| > calib_z and its p-value (exact binomial per cell, normal for
-    the window's sums) is below calib_alpha / m, m the cells tested by the check (Bonferroni; the window's ads are
+    A cell is off when |O/E - 1| > calib_tol, |z| > calib_z and its p-value (exact binomial per cell; for the
+    window's sums the binomial of all the ad's slates at their mean propensity, exact when the propensity is
+    constant and conservative otherwise) is below calib_alpha / m, m the cells tested by the check (Bonferroni; the window's ads are
     a second family). Without the m, 120,000 calibrated (day, position, ad) cells of 10M uniform events gave 10
     cells past |z| = 4 (7.6 expected by chance) and a false failure."""
     cells = calibration_cells(slot, events, cfg.min_expected)
@@ -27,15 +31,20 @@ def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, sco
     seen_twice = cells[cells["n_p"] >= 2]
     varying_share = (~seen_twice["constant"]).groupby(seen_twice["logging_policy"]).mean()
     dependent = set(varying_share[varying_share > cfg.calib_max_varying].index)
-    out = _position_rows(cells, dependent, varying_share, cfg, scope_note)
+    out = _position_rows(cells, dependent, varying_share, cfg, scope_note, scope_hint)
     if cells.empty:
         return out
-    return out + _window_rows(cells, dependent, cfg, scope_note)
+    return out + _window_rows(cells, dependent, cfg, scope_note, scope_hint)
 
 
 def _where(scope_note, policy) -> str:
     note = scope_note.get(policy, "") if isinstance(scope_note, dict) else (scope_note or "")
     return f" ({note})" if note else ""
+
+
+def _hint(scope_hint, policy) -> str:
+    hint = scope_hint.get(policy, "") if isinstance(scope_hint, dict) else (scope_hint or "")
+    return f"; {hint}" if hint else ""
 
 
 def _calibration_cut(cfg: AssumptionConfig, tested: int, unit: str):
@@ -49,7 +58,7 @@ def _calibration_cut(cfg: AssumptionConfig, tested: int, unit: str):
 
 
 def _position_rows(cells: pd.DataFrame, dependent: set, varying_share: pd.Series, cfg: AssumptionConfig,
-                   scope_note) -> list[dict]:
+                   scope_note, scope_hint=None) -> list[dict]:
     """One ``e.calibration`` row per (policy, position): not testable, or its (day, ad) cells judged."""
     tested = cells["testable"] & ~cells["logging_policy"].isin(dependent)
     significant, family = _calibration_cut(cfg, int(tested.sum()), "cells")
@@ -78,29 +87,34 @@ def _position_rows(cells: pd.DataFrame, dependent: set, varying_share: pd.Series
                            f"impressions"))
         else:
             out.append(_cells_row(cells.iloc[rows_of[(policy, pos)]], scope, where, varying, significant, family,
-                                  cfg))
+                                  cfg, _hint(scope_hint, policy)))
     return out
 
 
 def _cells_row(g: pd.DataFrame, scope: str, where: str, varying: int, significant, family: str,
-               cfg: AssumptionConfig) -> dict:
+               cfg: AssumptionConfig, hint: str = "") -> dict:
     """The verdict of one (policy, position)'s (day, ad) cells, at least one of them testable: fail when the
     constant propensities of a day sum past 1 or a cell is significantly off, else pass."""
     strat = "stratum" in g.columns
-    sum_p = g[g["constant"]].groupby(["dt", "stratum"] if strat else ["dt"])["p"].sum()
+    const = g[g["constant"]]
+    by = ["dt", "stratum"] if strat else ["dt"]
+    sum_p = const.groupby(by)["p"].sum()
+    # logged rounding: each ad's propensity may be up to half a unit of its last decimal high (rounding_slack)
+    slack = pd.Series(rounding_slack(const["p"]), index=const.index).groupby([const[k] for k in by]).sum() + 1e-6
     t = g[g["testable"]]
     sig = t[significant(t)]
     bad = sig[sig["rel"].abs() > cfg.calib_tol]
     # statistic: the largest relative deviation among cells whose deviation is significant (see check_e)
     stat = float(sig["rel"].abs().max()) if not sig.empty else 0.0
-    over = sum_p[sum_p > 1 + 1e-6]
+    over = sum_p[sum_p > 1 + slack.reindex(sum_p.index)]
     if not over.empty:
         worst_key = over.idxmax()
         in_stratum = f" in stratum {worst_key[1]}" if strat else ""
         return row("e.calibration", scope, float(over.max()), 1.0, FAIL,
-                   f"logged propensities of the shown ads sum to {float(over.max()):.4f} > 1{in_stratum} on "
-                   f"{len(over)} (day{', stratum' if strat else ''}) group(s){where}: the serving system "
-                   f"logs wrong propensities")
+                   f"logged propensities of the shown ads sum to {float(over.max()):.4f} > 1 + "
+                   f"{float(slack[worst_key]):.2g}{in_stratum} on {len(over)} (day{', stratum' if strat else ''}) "
+                   f"group(s){where} (tolerance for logged rounding: half a unit of each propensity's last "
+                   f"decimal, at most of the 3rd, + 1e-6): the serving system logs wrong propensities{hint}")
     if not bad.empty:
         w = bad.loc[bad["rel"].abs().idxmax()]
         in_stratum = f" (stratum {w['stratum']})" if strat else ""
@@ -108,7 +122,7 @@ def _cells_row(g: pd.DataFrame, scope: str, where: str, varying: int, significan
                    f"{len(bad)} of {len(t)} (day, ad) cells off{where}: e.g. ad {w['ad_id']}{in_stratum} on "
                    f"{w['dt']} shown {int(w['n'])} times, {w['expected']:.1f} expected from its logged "
                    f"propensity {w['p']:.4g} (z={w['z']:.1f}, p={w['p_value']:.2g}); the logged propensities "
-                   f"are not the serving probabilities -- fix the logging before using importance weights")
+                   f"are not the serving probabilities -- fix the logging before using importance weights{hint}")
     max_rel = float(t["rel"].abs().max())
     chi2 = float((t["z"] ** 2).sum())
     return row("e.calibration", scope, stat, cfg.calib_tol, PASS,
@@ -117,7 +131,8 @@ def _cells_row(g: pd.DataFrame, scope: str, where: str, varying: int, significan
                + (f"; {varying} cells not tested (propensity varies)" if varying else ""))
 
 
-def _window_rows(cells: pd.DataFrame, dependent: set, cfg: AssumptionConfig, scope_note) -> list[dict]:
+def _window_rows(cells: pd.DataFrame, dependent: set, cfg: AssumptionConfig, scope_note,
+                 scope_hint=None) -> list[dict]:
     """One ``e.calibration_window`` row per policy with a testable ad: each ad over the window's days and
     positions (:func:`.calibration.window_calibration`)."""
     strat = "stratum" in cells.columns
@@ -143,7 +158,7 @@ def _window_rows(cells: pd.DataFrame, dependent: set, cfg: AssumptionConfig, sco
                            f"{w['ad_id']}{in_stratum} shown {int(w['n'])} times, {w['expected']:.1f} expected from "
                            f"its logged propensities (z={w['z']:.1f}, p={w['p_value']:.2g}, O/E-1={w['rel']:.3f}); "
                            f"the logged propensities are not the serving probabilities -- fix the logging before "
-                           f"using importance weights"))
+                           f"using importance weights{_hint(scope_hint, policy)}"))
         else:
             out.append(row("e.calibration_window", scope, stat, cfg.calib_tol, PASS,
                            f"{len(t)} ads over the window's days and positions{where}, none off by more than "

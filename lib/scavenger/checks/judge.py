@@ -132,6 +132,7 @@ def _check_e(stats, slot: pd.DataFrame, acfg: A.AssumptionConfig) -> list[dict]:
         return [A.row("e.calibration", "all", None, acfg.calib_tol, A.WARN,
                       "not testable: the logs hold no propensities (the IPS/PI family is not identified here)")]
     mode, key = A.parse_calibration_scope(acfg.calibration_scope)
+    hint = None
     if mode == "fixed":
         cal = _per_day(stats, "calibration_cells")
         cal = cal.assign(dt=cal["dt"].astype(str)) if len(cal) else cal
@@ -141,8 +142,19 @@ def _check_e(stats, slot: pd.DataFrame, acfg: A.AssumptionConfig) -> list[dict]:
         cal = A.calibration_slot(slot, strata_of)
         note = {p: f"within each of the {s.nunique()} values of {key}, which partition its ads"
                 for p, s in strata_of.items()}
+        hint = (_scope_hints(slot, strata_of, key) if mode == "auto" else
+                "if each context has its own ads and propensities, compare within it: --calibration-scope "
+                "context_id (or context:NAME)")
     events = cal.groupby(["logging_policy", "stratum", "dt", "position"], as_index=False).agg(events=("n", "sum"))
-    return A.check_e(cal, events, acfg, scope_note=note)
+    return A.check_e(cal, events, acfg, scope_note=note, scope_hint=hint)
+
+
+def _scope_hints(slot: pd.DataFrame, strata_of: dict, key: str) -> dict:
+    """Per pooled policy whose impressions show >= 2 values of the auto scope's key: the scope to try."""
+    return {p: f"these cells pool {k} values of {key} (no partition of the ads by {key} was found: an ad is "
+               f"shown under two values, or too few impressions); if each value has its own ads and propensities, "
+               f"rerun with --calibration-scope {key}, which compares them within each value"
+            for p, k in A.mixed_scope(slot, strata_of).items()}
 
 
 def worst_by_check(rows: list[dict], checks) -> dict:
