@@ -85,6 +85,8 @@ def test_a_day_read_now_that_repeats_ids_of_later_stored_days(tmp_path, case):
     cold, cest = _run(root, tmp_path / "cold")
     assert warm["counts"]["logs"]["by_reason"] == cold["counts"]["logs"]["by_reason"] == {"DUPLICATE_EVENT_ID": 1}
     assert warm["counts"]["logs"]["by_dt"] == cold["counts"]["logs"]["by_dt"]
+    # the day read now and the later day read again both count as read
+    assert (warm["counts"]["days_scanned"], warm["counts"]["days_loaded"]) == (2, 1)
     _same(_values(west), _values(cest))
 
 

@@ -80,9 +80,11 @@ def _batches(missing: list, stored: set, size: int) -> list:
 
 def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsConfig = StatsConfig(),
                       store: Store | None = None, quarantine_dir: str | None = None, run_id: str = "adhoc",
-                      decisions_key=None, batch_days: int | None = None, derived: list | None = None) -> WindowStats:
+                      decisions_key=None, batch_days: int | None = None, derived: list | None = None,
+                      first_look: tuple = ()) -> WindowStats:
     """See the module docstring. ``decisions_key``: what else shapes the decision tables (policy filter, derived
-    policies), part of the decisions fingerprint."""
+    policies), part of the decisions fingerprint; ``first_look``: days an earlier look of this run scanned (a
+    second look reads them from the store, but this run read their rows: they count as scanned)."""
     has_dec = decisions is not None or bool(derived)
     wanted = plan.tables(has_dec, bool(config.fixed_calibration_key))
     cfg_fp = config.to_dict()
@@ -116,7 +118,7 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
         for d in later:
             store.invalidate(d)
         return window_statistics(engine, logs, decisions, dates, plan, config, store, quarantine_dir, run_id,
-                                 decisions_key, batch_days, derived)
+                                 decisions_key, batch_days, derived, (*first_look, *missing))
     per_day.update(stored_days)
     if store and loaded:
         for name, cols in BIG_COLUMNS.items():
@@ -142,9 +144,9 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
 
         note("the window's ads identify the ADCs where some days' alone did not: their ADC-based tables are made")
         return window_statistics(engine, logs, decisions, dates, replace(plan, adc_tables="always"), config, store,
-                                 quarantine_dir, run_id, decisions_key, batch_days, derived)
-    return WindowStats(tables=merged, per_day=per_day, dates=list(dates), scanned=missing,
-                       loaded=loaded, big=big, K=K, engine=engine, Kw=Kw,
+                                 quarantine_dir, run_id, decisions_key, batch_days, derived, (*first_look, *missing))
+    return WindowStats(tables=merged, per_day=per_day, dates=list(dates), scanned=sorted({*missing, *first_look}),
+                       loaded=[d for d in loaded if d not in set(first_look)], big=big, K=K, engine=engine, Kw=Kw,
                        batches=len(runs))
 
 
