@@ -332,3 +332,39 @@ def test_check_e_still_finds_mislogged_ads_at_scale():
     (window,) = _verdicts(rows, "e.calibration_window")
     assert window["verdict"] == "fail" and "ad ad0042" in window["message"]
     assert window["statistic"] == pytest.approx(0.15, abs=0.02)
+
+
+def _two_days(dependent: bool, seed: int = 1) -> tuple:
+    """Two days of one logging policy at position 1: the ad mix moves from day to day (90% then 10% ad A) while a
+    feature ``dow`` names the day; ``cid`` (x, y) drives the ad when ``dependent``, else is independent."""
+    from scavenger.statistics.tables import merge
+
+    rng = np.random.default_rng(seed)
+    days = []
+    for d, (dow, p_a) in enumerate([("mon", 0.9), ("tue", 0.1)]):
+        cid = rng.choice(["x", "y"], 2000)
+        p = np.where(cid == "x", 0.95, 0.05) if dependent else np.full(2000, p_a)
+        df = pd.DataFrame({"dt": f"2026-01-0{d + 1}", "logging_policy": "p", "position": 1,
+                           "ad_id": np.where(rng.random(2000) < p, "A", "B"), "dow": dow, "cid": cid})
+        days.append(pd.concat([df.groupby(["dt", "logging_policy", "position", f, "ad_id"]).size().rename("n")
+                               .reset_index().rename(columns={f: "value"}).assign(feature=f) for f in ("dow", "cid")]))
+    slot = pd.concat(days).query("feature == 'cid'").groupby(["logging_policy", "dt", "position", "ad_id"],
+                                                            as_index=False)["n"].sum()
+    return merge("context_cells", days), slot
+
+
+def test_check_a_tests_each_day_so_a_feature_that_names_the_day_is_no_dependence():
+    """A logger that changes from day to day (history, allowed by seed 001 Theorem 3) and a feature that names the
+    day: tested within each day, no dependence (before: the window pooled the days, V = 0.80, fail). A logger
+    driven by a feature still fails over the same two days."""
+    from scavenger.checks.assumptions import AssumptionConfig, check_a
+
+    cells, slot = _two_days(dependent=False)
+    rows = {r["scope"].split("feature=")[-1]: r for r in check_a(cells, slot, AssumptionConfig())
+            if r["check"] == "a.context_independence"}
+    assert rows["dow"]["verdict"] == "pass" and rows["cid"]["verdict"] == "pass"
+    assert "within each of 2 days" in rows["cid"]["message"]
+    cells, slot = _two_days(dependent=True)
+    rows = {r["scope"].split("feature=")[-1]: r for r in check_a(cells, slot, AssumptionConfig())
+            if r["check"] == "a.context_independence"}
+    assert rows["cid"]["verdict"] == "fail" and rows["cid"]["statistic"] > 0.8

@@ -2,7 +2,7 @@
 position, the contingency table of each context feature value x logged ad; chi-square + bias-corrected Cramer's V.
 A feature that partitions the ads (each ad under one value: OBD's campaign) selects the eligible ads, not the
 exploration: the other features are tested within its strata. Dependence on the day (history) is allowed by
-Theorem 3: shown, never failed. A table fails when V_bc > cramers_v_max and the chi-square p-value is below
+Theorem 3: shown, never failed, and a window's tables are tested within each day (summed chi-squares, pooled V). A table fails when V_bc > cramers_v_max and the chi-square p-value is below
 independence_alpha / (tables tested); it cannot be judged (warn) below min_table_n impressions or below
 min_per_level impressions per feature value and per ad on average."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
     keys = ["logging_policy", "position", "feature"]
     # every group's chi-square at once, from its non-zero cells: the loop below does no pandas work per group
     # except for the few that a partitioning feature splits (bounded cost for any number of policies/features)
-    stats = sparse_chi2(ctx, keys, "value", "ad_id").to_dict("index") if len(ctx) else {}
+    stats = _within_days(ctx, keys) if len(ctx) else {}
     rows_of = ctx.groupby(keys, sort=True).indices if len(ctx) else {}
     # Bonferroni over the tables with a context value to depend on (as check e): an independent logger fails
     # check a with probability at most independence_alpha however many features and positions
@@ -46,6 +46,39 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
             out.append(_feature_row(stats[(policy, pos, feat)], feat, f"{scope} feature={feat}", p_cut,
                                     (policy, pos) in varies, cfg))
     return out + _time_rows(slot)
+
+
+def _within_days(ctx: pd.DataFrame, keys: list) -> dict:
+    """{group: chi-square statistics} of value x ad per group of ``keys``, within each day (``dt``): a window's
+    days are strata, so a feature that changes with the day (a weekday) while the logger changes too (history,
+    allowed by seed 001 Theorem 3) is no context dependence. One day: :func:`.vector.sparse_chi2` of the table.
+    Several: chi2 and dof summed over the days, p of the sum, the pooled bias-corrected V of
+    :func:`.contingency.pooled_within` (sqrt(max(0, sum chi2_d - sum dof_d n_d / (n_d - 1)) / sum n_d
+    min(r_d - 1, c_d - 1))), r and c the most values and ads of one day, ``levels`` = sum_d max(r_d, c_d)."""
+    from ..estimators.distributions import chi2_sf
+    from .vector import sparse_chi2
+
+    one = "dt" not in ctx.columns or ctx["dt"].nunique(dropna=False) <= 1
+    per = sparse_chi2(ctx, keys if one else keys + ["dt"], "value", "ad_id")
+    if one:
+        per["levels"] = per[["r", "c"]].max(axis=1)
+        return per.to_dict("index")
+    ok = (per["r"] >= 2) & (per["c"] >= 2)
+    nn = per["n"].astype(float)
+    frame = pd.DataFrame({
+        "chi2": per["chi2"].where(ok, 0.0), "dof": per["dof"].where(ok, 0), "n": nn,
+        "e0": (per["dof"] * nn / (nn - 1)).where(ok & (nn > 1), 0.0),
+        "den": (nn * (per[["r", "c"]].min(axis=1) - 1)).where(ok, 0.0),
+        "levels": per[["r", "c"]].max(axis=1).where(ok, 0), "r": per["r"], "c": per["c"],
+        "days": 1}, index=per.index)
+    g = frame.groupby(level=list(range(len(keys))), sort=True)
+    out = g[["chi2", "dof", "n", "e0", "den", "levels", "days"]].sum()
+    out[["r", "c"]] = g[["r", "c"]].max()
+    out["v_bc"] = (((out["chi2"] - out["e0"]).clip(lower=0.0) / out["den"].where(out["den"] > 0)) ** 0.5).fillna(0.0)
+    out["v"] = ((out["chi2"] / out["den"].where(out["den"] > 0)) ** 0.5).fillna(0.0)
+    out["p_value"] = [float(chi2_sf(x, d)) if d > 0 else 1.0 for x, d in zip(out["chi2"], out["dof"])]
+    out["dof"] = out["dof"].astype(int)
+    return out.to_dict("index")
 
 
 def _verdict(v_bc: float, p: float, n: float, levels: float, p_cut: float, cfg: AssumptionConfig) -> str:
@@ -88,18 +121,19 @@ def _feature_row(st: dict, feat: str, scope: str, p_cut: float, others_vary: boo
         return row(CHECK, scope, None, cfg.cramers_v_max, WARN,
                    f"{levels} levels > {cfg.max_feature_levels}: not tested; bucket the feature or raise "
                    f"max_feature_levels")
-    detail = (f"Cramer's V={st['v_bc']:.4f} (bias-corrected; raw {st['v']:.4f}), chi2={st['chi2']:.1f}, "
+    within = f" within each of {st['days']} days" if st.get("days", 1) > 1 else ""
+    detail = (f"Cramer's V={st['v_bc']:.4f} (bias-corrected{within}; raw {st['v']:.4f}), chi2={st['chi2']:.1f}, "
               f"dof={st['dof']}, p={st['p_value']:.3g}, n={st['n']:.0f}")
     if st["r"] < 2 and others_vary:
         return row(CHECK, scope, 0.0, cfg.cramers_v_max, PASS,
-                   f"feature {feat} has one value in these {st['n']:.0f} impressions: the logged ad cannot depend on "
-                   f"it here; the features that vary are tested in their own rows")
+                   f"feature {feat} has one value in these {st['n']:.0f} impressions{' on each day' if within else ''}:"
+                   f" the logged ad cannot depend on it here; the features that vary are tested in their own rows")
     if st["r"] < 2:
         return row(CHECK, scope, None, cfg.cramers_v_max, WARN,
                    f"cannot judge: no context feature varies in these {st['n']:.0f} impressions (feature {feat} has "
                    f"one value), so the logs cannot show whether the logged ad depends on the context; log the "
                    f"context the serving system sees (context_id, context map) to test it")
-    sizes = max(st["r"], st["c"])
+    sizes = st["levels"]
     verdict = _verdict(st["v_bc"], st["p_value"], st["n"], sizes, p_cut, cfg)
     if verdict == WARN:
         return row(CHECK, scope, st["v_bc"], cfg.cramers_v_max, WARN, detail + _warn_text(st["n"], sizes, cfg))

@@ -33,7 +33,9 @@ TABLES: dict[str, Table] = {
     "log_summary": Table(("logging_policy",), ("k_max", "r_max", "r_min")),
     "ad_position": Table(("logging_policy", "fold", "ad_id", "position"), ("min_p", "max_p", "stratum_min",
                                                                            "stratum_max")),
-    "context_cells": Table(("logging_policy", "position", "feature", "value", "ad_id")),
+    # per day: check a tests independence within each day (a logger may change from day to day, seed 001
+    # Theorem 3), so that a context feature that changes with the day does not read as context dependence
+    "context_cells": Table(("logging_policy", "position", "feature", "value", "ad_id"), per_day=True),
     "pair_strata": Table(("logging_policy", "stratum", "j", "k"), per_day=True),
     "calibration_cells": Table(("logging_policy", "stratum", "position", "ad_id"), ("min_p", "max_p")),
     "decision_policies": Table(("policy_id",)),
