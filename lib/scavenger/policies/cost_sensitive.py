@@ -140,7 +140,10 @@ def fit_cost_sensitive(agg: pd.DataFrame, tokens: dict, m: int,
     if not len(ex):
         raise DataCheckFailed("no rewarded slot with a logged propensity in the training window: the cost-sensitive "
                               "reduction has no importance-weighted example to learn from")
-    classes = sorted(ex["ad_id"].unique())
+    # every ad shown with a logged propensity is a class: one never clicked has weight 0, an estimated value of 0
+    # (the worst), not the unknown ads' fallback score 1 / n_classes that would put it above clicked ads
+    seen = agg.loc[agg["n"] > agg["n_no_propensity"], "ad_id"] if "n_no_propensity" in agg else agg["ad_id"]
+    classes = sorted(set(ex["ad_id"]) | set(seen))
     keys = sorted(ex["ctx_key"].unique())
     vocab = vocabulary(tokens[c] for c in keys)
     X = design([tokens[c] for c in keys], vocab)

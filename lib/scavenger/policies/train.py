@@ -129,7 +129,15 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
     counts = {**data.counts, "score_events": sc.n_events, "score_contexts": int(len(sc.contexts)),
               "score_rows_pairs_capped": int(sc.capped[0]), "score_contexts_pairs_capped": int(sc.capped[1]),
               "eligible_ads_unseen_in_training": int((~sc.ads["known"].astype(bool)).sum())}
-    decided = [d for method in cfg.methods() for d in steps.decide(engine, cfg, method, data, sc, C, adc_source)]
+    decided, skipped = [], []
+    for method in cfg.methods():
+        try:
+            decided += steps.decide(engine, cfg, method, data, sc, C, adc_source)
+        except DataCheckFailed as exc:
+            if cfg.method != "both" or method == "regression":
+                raise
+            # the default pair of methods: logs without propensities still train the regression, which needs none
+            skipped.append(f"cost_sensitive not trained: {exc}")
     written = steps.write_decisions(engine, cfg, decided, sc.n_events)
     summary = {"engine": engine.info.to_dict(), "train_window": [cfg.date_from, cfg.date_to],
                "score_window": [cfg.score_from, cfg.score_to], "m": int(cfg.m), "adc": [float(c) for c in C],
@@ -137,8 +145,13 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
                "max_pair_keys": int(cfg.max_pair_keys),
                "eligibility": {"source": cfg.eligibility, "level": sc.level}, **written}
     capped = _capped_warning(cfg, counts)
-    if capped:
-        summary["warnings"] = [capped]
+    if int(cfg.m) > len(C):
+        skipped.append(f"--m {int(cfg.m)} is more than the {len(C)} position(s) the ADC vector covers: the slates "
+                       f"place ads at positions {len(C) + 1}..{int(cfg.m)}, which have no attention coefficient, so "
+                       f"the factored estimate of these policies is not identified without an --adc table covering "
+                       f"them; pass --m {len(C)} to stay within the logs' positions")
+    if capped or skipped:
+        summary["warnings"] = ([capped] if capped else []) + skipped
     if truth_dir:
         _judge_truth(engine, cfg, summary, truth_dir, sc)
     if cfg.estimate:
