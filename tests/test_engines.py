@@ -114,19 +114,18 @@ def _equal_frames(a: pd.DataFrame, b: pd.DataFrame, keys: list, what: str) -> No
         assert np.array_equal(np.isnan(va), np.isnan(vb)), (what, col)
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES) + ["long_rows", "hostile_ads", "unknown_rewards"])
+@pytest.mark.parametrize("shape", sorted(SHAPES) + ["long_rows", "hostile_ads"])
 def test_every_table_equal_between_engines(spark, tmp_path, shape, monkeypatch):
     """``long_rows``: a tenth of the rows reach position 9 and only positions 1..4 are wide columns, so the extra
-    positions' statements (moments, pairs, factored in long form) run on both engines. ``hostile_ads``: ad ids
-    holding the slate keys' separators (reference.with_hostile_ads), escaped alike by both. ``unknown_rewards``:
-    long rows where a third of the events carry a slate_reward and null slot rewards, wide and extra slots
-    (reference.with_unknown_slot_rewards: out of m_r, c, c2, the factored and re-ordering sums)."""
+    positions' statements (moments, pairs, factored in long form) run on both engines; a third of the events carry
+    a slate_reward and null slot rewards, wide and extra slots (reference.with_unknown_slot_rewards: out of m_r,
+    c, c2, the factored and re-ordering sums). ``hostile_ads``: ad ids holding the slate keys' separators
+    (reference.with_hostile_ads), escaped alike by both."""
     from reference import with_hostile_ads, with_long_rows, with_unknown_slot_rewards
     from scavenger.statistics import scan
 
-    if shape in ("long_rows", "unknown_rewards"):
-        data = with_long_rows(seed=21, share=0.1)
-        data = with_unknown_slot_rewards(data, share=0.3, seed=2) if shape == "unknown_rewards" else data
+    if shape == "long_rows":
+        data = with_unknown_slot_rewards(with_long_rows(seed=21, share=0.1), share=0.3, seed=2)
         monkeypatch.setattr(scan, "WIDE_SHARE", 0.5)
     elif shape == "hostile_ads":
         data = with_hostile_ads()
