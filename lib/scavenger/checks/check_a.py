@@ -2,9 +2,10 @@
 position, the contingency table of each context feature value x logged ad; chi-square + bias-corrected Cramer's V.
 A feature that partitions the ads (each ad under one value: OBD's campaign) selects the eligible ads, not the
 exploration: the other features are tested within its strata. Dependence on the day (history) is allowed by
-Theorem 3: shown, never failed, and a window's tables are tested within each day (summed chi-squares, pooled V). A table fails when V_bc > cramers_v_max and the chi-square p-value is below
-independence_alpha / (tables tested); it cannot be judged (warn) below min_table_n impressions or below
-min_per_level impressions per feature value and per ad on average."""
+Theorem 3: shown, never failed, and a window's tables are tested within each day (summed chi-squares, pooled V).
+A table fails when V_bc > cramers_v_max and the chi-square p-value is below independence_alpha / (tables tested);
+it cannot be judged (warn) below min_table_n impressions or below min_per_level impressions per feature value and
+per ad on average."""
 from __future__ import annotations
 
 import pandas as pd

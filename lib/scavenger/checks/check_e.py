@@ -22,8 +22,8 @@ def check_e(slot: pd.DataFrame, events: pd.DataFrame, cfg: AssumptionConfig, sco
     A cell is off when |O/E - 1| > calib_tol, |z| > calib_z and its p-value (exact binomial per cell; for the
     window's sums the binomial of all the ad's slates at their mean propensity, exact when the propensity is
     constant and conservative otherwise) is below calib_alpha / m, m the cells tested by the check (Bonferroni;
-    the window's ads are a second family). Without the m, 120,000 calibrated (day, position, ad) cells of 10M uniform events gave 10
-    cells past |z| = 4 (7.6 expected by chance) and a false failure."""
+    the window's ads are a second family). Without the m, 120,000 calibrated (day, position, ad) cells of 10M
+    uniform events gave 10 cells past |z| = 4 (7.6 expected by chance) and a false failure."""
     cells = calibration_cells(slot, events, cfg.min_expected)
     # a policy whose propensity varies within most cells seen twice or more logs input- or history-dependent
     # propensities (e.g. OBD's Bernoulli Thompson Sampling): the few cells that look constant are those seen

@@ -257,7 +257,7 @@ def adc_table(ad_position: pd.DataFrame, methods=METHODS, level: float = 0.95, d
                     lo, hi = np.quantile(reps, [0.5 - level / 2, 0.5 + level / 2])
                     bse = float(reps.std(ddof=1)) if reps.size > 1 else math.nan
                     if i > 0 and not hi > lo:             # every replicate the same: no width, no interval
-                        lo, hi, bse = _interval(i, lo, hi) + (0.0,)
+                        lo, hi, bse = math.nan, math.nan, 0.0
                 else:
                     lo = hi = bse = math.nan
                 rows.append({"position": i + 1, "method": method, "coefficient": coef, "std_error": bse,

@@ -185,8 +185,8 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     out += [L.event_ids()]
     if decisions:
         out += [D.policy_count(), D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(),
-                D.duplicate_decisions(), D.joined(config.rules, K, Kw, _rewards(wanted)), D.decision_counts(Kw, config.rules),
-                DT.policy_groups(K, Kw)]
+                D.duplicate_decisions(), D.joined(config.rules, K, Kw, _rewards(wanted)),
+                D.decision_counts(Kw, config.rules), DT.policy_groups(K, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
         out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
         out += [DT.slate_targets(Kw)] if "slate_targets" in wanted else []

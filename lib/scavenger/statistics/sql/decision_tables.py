@@ -197,7 +197,8 @@ GROUP BY dt, policy_id, s.ad_id"""
 
 def factored(Kw: int) -> str:
     """(dt, policy_id, ad_id, pos_i, pos_j, pos_j2) over logged slots (ad a at position i) with a known nonzero
-    reward (a null one is unknown: left out, as policy_ads' m_r leaves it out of T_a), in long form: for each entry of the decision showing the slot's ad (q = its probability > 0 at position j),
+    reward (a null one is unknown: left out, as policy_ads' m_r leaves it out of T_a), in long form: for each
+    entry of the decision showing the slot's ad (q = its probability > 0 at position j),
     pos_j2 = 0: s_1 = sum r q_j, s_2 = sum r^2 q_j; for each pair of such entries (j, j2): s_2 = sum r^2 q_j q_j2.
     Split on the driver into the ``factored`` and ``factored_sq`` tables (seed 001 section 4.2): the rows grow
     with the entries that show the ad, not with K."""
