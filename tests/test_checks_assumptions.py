@@ -368,3 +368,51 @@ def test_check_a_tests_each_day_so_a_feature_that_names_the_day_is_no_dependence
     rows = {r["scope"].split("feature=")[-1]: r for r in check_a(cells, slot, AssumptionConfig())
             if r["check"] == "a.context_independence"}
     assert rows["cid"]["verdict"] == "fail" and rows["cid"]["statistic"] > 0.8
+
+
+def _two_days_partitioned(dependent: bool, seed: int = 2) -> tuple:
+    """As :func:`_two_days`, with a feature ``camp`` that partitions the ads (x: A, B; y: C, D, as OBD's campaigns):
+    the first ad of each campaign goes from 90% on Monday to 10% on Tuesday, ``dow`` names the day, and ``cid``
+    (u, v) drives the ad within its campaign when ``dependent``."""
+    from scavenger.statistics.tables import merge
+
+    rng = np.random.default_rng(seed)
+    days = []
+    for d, (dow, p_a) in enumerate([("mon", 0.9), ("tue", 0.1)]):
+        camp, cid = rng.choice(["x", "y"], 4000), rng.choice(["u", "v"], 4000)
+        p = np.where(cid == "u", 0.95, 0.05) if dependent else np.full(4000, p_a)
+        first = rng.random(4000) < p
+        ad = np.where(camp == "x", np.where(first, "A", "B"), np.where(first, "C", "D"))
+        df = pd.DataFrame({"dt": f"2026-01-0{d + 1}", "logging_policy": "p", "position": 1, "ad_id": ad,
+                           "dow": dow, "camp": camp, "cid": cid})
+        days.append(pd.concat([df.groupby(["dt", "logging_policy", "position", f, "ad_id"]).size().rename("n")
+                               .reset_index().rename(columns={f: "value"}).assign(feature=f)
+                               for f in ("dow", "camp", "cid")]))
+    slot = pd.concat(days).query("feature == 'cid'").groupby(["logging_policy", "dt", "position", "ad_id"],
+                                                            as_index=False)["n"].sum()
+    return merge("context_cells", days), slot
+
+
+def test_check_a_within_a_partition_tests_each_day_too():
+    """Within the strata of a partitioning feature (OBD's campaigns), the tables are tested within each day as
+    well: a day-to-day logger and a feature naming the day pass (before: the days were pooled within each campaign,
+    dow failed with V = 0.8). A feature that drives the ad within its campaign still fails. The pooled numbers
+    equal the per-(campaign, day) chi-squares summed (scipy)."""
+    from scipy.stats import chi2_contingency
+
+    from scavenger.checks.assumptions import AssumptionConfig, check_a
+
+    cells, slot = _two_days_partitioned(dependent=False)
+    rows = {r["scope"].split("feature=")[-1]: r for r in check_a(cells, slot, AssumptionConfig())
+            if r["check"] == "a.context_independence"}
+    assert rows["camp"]["verdict"] == "pass" and "partitions the ads" in rows["camp"]["message"]
+    assert rows["dow"]["verdict"] == "pass" and rows["cid"]["verdict"] == "pass"
+    cells, slot = _two_days_partitioned(dependent=True)
+    rows = {r["scope"].split("feature=")[-1]: r for r in check_a(cells, slot, AssumptionConfig())
+            if r["check"] == "a.context_independence"}
+    assert rows["cid"]["verdict"] == "fail"
+    cid = cells[cells["feature"] == "cid"].assign(camp=lambda f: f["ad_id"].map({"A": "x", "B": "x", "C": "y",
+                                                                                 "D": "y"}))
+    chi2 = sum(chi2_contingency(g.pivot_table(index="value", columns="ad_id", values="n", aggfunc="sum"),
+                                correction=False)[0] for _, g in cid.groupby(["camp", "dt"]))
+    assert f"chi2={chi2:.1f}" in rows["cid"]["message"] and "4 strata" in rows["cid"]["message"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .contingency import pooled_within
 from .verdict import FAIL, PASS, WARN, AssumptionConfig, row
 
 CHECK = "a.context_independence"
@@ -26,6 +25,8 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
     # every group's chi-square at once, from its non-zero cells: the loop below does no pandas work per group
     # except for the few that a partitioning feature splits (bounded cost for any number of policies/features)
     stats = _within_days(ctx, keys) if len(ctx) else {}
+    within = _within_partitions(ctx, keys, partitions)
+    days = "dt" in ctx.columns and ctx["dt"].nunique() > 1
     rows_of = ctx.groupby(keys, sort=True).indices if len(ctx) else {}
     # Bonferroni over the tables with a context value to depend on (as check e): an independent logger fails
     # check a with probability at most independence_alpha however many features and positions
@@ -41,8 +42,8 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
                            f"the eligible ads, not the exploration; the other features are tested within its "
                            f"{part['n_strata']} strata"))
         elif part is not None:
-            out.append(_within_partition(ctx.iloc[rows_of[(policy, pos, feat)]], part, f"{scope} feature={feat}",
-                                         p_cut, cfg))
+            out.append(_within_partition(within.get((policy, pos, feat)), part, feat, f"{scope} feature={feat}",
+                                         p_cut, days, cfg))
         else:
             out.append(_feature_row(stats[(policy, pos, feat)], feat, f"{scope} feature={feat}", p_cut,
                                     (policy, pos) in varies, cfg))
@@ -53,33 +54,31 @@ def _within_days(ctx: pd.DataFrame, keys: list) -> dict:
     """{group: chi-square statistics} of value x ad per group of ``keys``, within each day (``dt``): a window's
     days are strata, so a feature that changes with the day (a weekday) while the logger changes too (history,
     allowed by seed 001 Theorem 3) is no context dependence. One day: :func:`.vector.sparse_chi2` of the table.
-    Several: chi2 and dof summed over the days, p of the sum, the pooled bias-corrected V of
-    :func:`.contingency.pooled_within` (sqrt(max(0, sum chi2_d - sum dof_d n_d / (n_d - 1)) / sum n_d
-    min(r_d - 1, c_d - 1))), r and c the most values and ads of one day, ``levels`` = sum_d max(r_d, c_d)."""
-    from ..estimators.distributions import chi2_sf
-    from .vector import sparse_chi2
+    Several: :func:`.vector.pooled_chi2` over the days (``days`` of them)."""
+    from .vector import pooled_chi2, sparse_chi2
 
     one = "dt" not in ctx.columns or ctx["dt"].nunique(dropna=False) <= 1
     per = sparse_chi2(ctx, keys if one else keys + ["dt"], "value", "ad_id")
     if one:
         per["levels"] = per[["r", "c"]].max(axis=1)
         return per.to_dict("index")
-    ok = (per["r"] >= 2) & (per["c"] >= 2)
-    nn = per["n"].astype(float)
-    frame = pd.DataFrame({
-        "chi2": per["chi2"].where(ok, 0.0), "dof": per["dof"].where(ok, 0), "n": nn,
-        "e0": (per["dof"] * nn / (nn - 1)).where(ok & (nn > 1), 0.0),
-        "den": (nn * (per[["r", "c"]].min(axis=1) - 1)).where(ok, 0.0),
-        "levels": per[["r", "c"]].max(axis=1).where(ok, 0), "r": per["r"], "c": per["c"],
-        "days": 1}, index=per.index)
-    g = frame.groupby(level=list(range(len(keys))), sort=True)
-    out = g[["chi2", "dof", "n", "e0", "den", "levels", "days"]].sum()
-    out[["r", "c"]] = g[["r", "c"]].max()
-    out["v_bc"] = (((out["chi2"] - out["e0"]).clip(lower=0.0) / out["den"].where(out["den"] > 0)) ** 0.5).fillna(0.0)
-    out["v"] = ((out["chi2"] / out["den"].where(out["den"] > 0)) ** 0.5).fillna(0.0)
-    out["p_value"] = [float(chi2_sf(x, d)) if d > 0 else 1.0 for x, d in zip(out["chi2"], out["dof"])]
-    out["dof"] = out["dof"].astype(int)
-    return out.to_dict("index")
+    return pooled_chi2(per, keys).assign(days=lambda f: f["parts"]).to_dict("index")
+
+
+def _within_partitions(ctx: pd.DataFrame, keys: list, partitions: dict) -> dict:
+    """{group: pooled statistics} of value x ad within the strata of each (policy, position)'s partitioning
+    feature, and within each day: :func:`.vector.pooled_chi2` over the (stratum, day) tables, every group at
+    once."""
+    from .vector import pooled_chi2, sparse_chi2
+
+    if not partitions or not len(ctx):
+        return {}
+    strata = pd.concat([pd.DataFrame({"logging_policy": policy, "position": pos, "ad_id": part["stratum_of_ad"].index,
+                                      "_stratum": part["stratum_of_ad"].to_numpy()})
+                        for (policy, pos), part in partitions.items()], ignore_index=True)
+    cells = ctx.merge(strata.astype({"position": ctx["position"].dtype}), on=["logging_policy", "position", "ad_id"])
+    levels = keys + ["_stratum"] + (["dt"] if "dt" in cells.columns else [])
+    return pooled_chi2(sparse_chi2(cells, levels, "value", "ad_id"), keys).to_dict("index")
 
 
 def _verdict(v_bc: float, p: float, n: float, levels: float, p_cut: float, cfg: AssumptionConfig) -> str:
@@ -100,12 +99,20 @@ def _warn_text(n: float, levels: float, cfg: AssumptionConfig) -> str:
             f"window")
 
 
-def _within_partition(g: pd.DataFrame, part: dict, scope: str, p_cut: float, cfg: AssumptionConfig) -> dict:
-    """A feature tested within the strata of the policy's partitioning feature (pooled V, see pooled_within)."""
-    st = pooled_within(g.assign(_stratum=g["ad_id"].map(part["stratum_of_ad"])), "_stratum")
+def _within_partition(st: dict | None, part: dict, feat: str, scope: str, p_cut: float, days: bool,
+                      cfg: AssumptionConfig) -> dict:
+    """A feature tested within the strata of the policy's partitioning feature, and within each day of a window
+    (pooled V of :func:`_within_partitions`)."""
+    st = st or {"v_bc": 0.0, "strata": 0, "chi2": 0.0, "dof": 0, "p_value": 1.0, "n": 0.0, "n_tested": 0.0,
+                "levels": 0, "r": 0}
+    by = part["features"][0] + (" value and day" if days else "")
+    if st["r"] < 2 and st["n"] >= cfg.min_table_n:
+        return row(CHECK, scope, 0.0, cfg.cramers_v_max, PASS,
+                   f"feature {feat} has one value within each {by} in these {st['n']:.0f} impressions: the logged "
+                   f"ad cannot depend on it there")
     detail = (f"within-{part['features'][0]} pooled Cramer's V={st['v_bc']:.4f} (bias-corrected) over "
-              f"{st['strata']} strata, chi2={st['chi2']:.1f}, dof={st['dof']}, p={st['p_value']:.3g}, "
-              f"n={st['n']:.0f}")
+              f"{st['strata']} strata (each {by}), chi2={st['chi2']:.1f}, dof={st['dof']}, "
+              f"p={st['p_value']:.3g}, n={st['n']:.0f}")
     n = st["n"] if st["n"] < cfg.min_table_n else st["n_tested"]
     verdict = _verdict(st["v_bc"], st["p_value"], n, st["levels"], p_cut, cfg)
     msg = detail + {PASS: ": no material dependence within the eligible sets",
@@ -169,27 +176,25 @@ def _time_rows(slot: pd.DataFrame) -> list[dict]:
 def _partitioning_features(ctx: pd.DataFrame) -> dict:
     """Per (policy, position): features with >= 2 values under which every ad appears with one value only (e.g.
     OBD's campaign: ad ids are per campaign). They define eligible sets, not exploration; the stratum of an ad is
-    its value of the first such feature (by name). Only when ads have >= 20 impressions on average."""
-    out = {}
+    its value of the first such feature (by name). Only when ads have >= 20 impressions on average: a sparse table
+    (ads seen a handful of times) looks like a partition by chance."""
+    base = ["logging_policy", "position"]
     if not len(ctx):
-        return out
-    per_feature = ctx.groupby(["logging_policy", "position", "feature"], sort=False)["n"].sum()
+        return {}
+    per_feature = ctx.groupby(base + ["feature"], sort=False)["n"].sum()
     n_pos = per_feature.groupby(level=[0, 1]).max()
-    n_ads = ctx.groupby(["logging_policy", "position"], sort=False)["ad_id"].nunique()
-    dense = set(n_pos.index[(n_pos >= 20 * n_ads.reindex(n_pos.index)).to_numpy()])
-    ctx = ctx[ctx.set_index(["logging_policy", "position"]).index.isin(dense)] if dense else ctx.iloc[:0]
-    for (policy, pos), g in ctx.groupby(["logging_policy", "position"], sort=True):
-        # a sparse table (ads seen a handful of times) looks like a partition by chance: require >= 20
-        # impressions per ad on average before calling a feature an eligibility partition
-        n_pos = float(g.groupby("feature")["n"].sum().max())
-        if n_pos < 20 * g["ad_id"].nunique():
-            continue
-        feats = []
-        for feat, h in g.groupby("feature", sort=True):
-            if h["value"].nunique() >= 2 and int(h.groupby("ad_id")["value"].nunique().max()) == 1:
-                feats.append(feat)
-        if feats:
-            first = g[g["feature"] == feats[0]]
-            out[(policy, pos)] = {"features": feats, "n_strata": int(first["value"].nunique()),
-                                  "stratum_of_ad": first.drop_duplicates("ad_id").set_index("ad_id")["value"]}
+    n_ads = ctx.groupby(base, sort=False)["ad_id"].nunique()
+    dense = n_pos.index[(n_pos >= 20 * n_ads.reindex(n_pos.index)).to_numpy()]
+    if not len(dense):
+        return {}
+    seen = ctx.loc[ctx.set_index(base).index.isin(dense), base + ["feature", "ad_id", "value"]].drop_duplicates()
+    per_ad = seen.groupby(base + ["feature", "ad_id"], sort=False).size().groupby(level=[0, 1, 2]).max()
+    values = seen.groupby(base + ["feature"], sort=False)["value"].nunique()
+    parts = values.index[((values >= 2) & (per_ad.reindex(values.index) == 1)).to_numpy()]
+    out = {}
+    for (policy, pos), feats in pd.Series(parts.get_level_values(2), index=parts.droplevel(2)).groupby(level=[0, 1]):
+        feats = sorted(feats)
+        first = seen[(seen["logging_policy"] == policy) & (seen["position"] == pos) & (seen["feature"] == feats[0])]
+        out[(policy, pos)] = {"features": feats, "n_strata": int(first["value"].nunique()),
+                              "stratum_of_ad": first.drop_duplicates("ad_id").set_index("ad_id")["value"]}
     return out

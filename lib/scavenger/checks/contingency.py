@@ -1,6 +1,6 @@
 """Dependence in contingency tables, one group at a time: Pearson chi-square and bias-corrected Cramer's V (check a,
-seed 001 Theorem 3 condition (2)) and its pooled within-stratum form (checks a and d, seed 002 section 2).
-:mod:`.vector` computes the same numbers for every group at once."""
+seed 001 Theorem 3 condition (2)) and check d's pooled within-stratum form (seed 002 section 2). :mod:`.vector`
+computes the same numbers for every group at once (and check a's pooled form, ``pooled_chi2``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -62,30 +62,3 @@ def stratified_dependence(strata: pd.DataFrame) -> dict:
             "strata": int(len(s)), "n": float(strata["n"].sum()), "n_tested": float(s["n"].sum()),
             "n_pairs": float(pairs["n"].sum()), "collisions_observed": o, "collisions_expected": e,
             "collision_ratio": (o / e) if e > 0 else float("nan")}
-
-
-def pooled_within(g: pd.DataFrame, stratum: str) -> dict:
-    """Sum over strata of the chi-square of value x ad; pooled bias-corrected V as in check d:
-    sqrt(max(0, sum chi2_s - sum dof_s n_s/(n_s-1)) / sum n_s min(r_s-1, c_s-1)); p-value of the summed chi2 on
-    the summed dof; levels = sum_s max(r_s, c_s) over the tested strata (check a's sparsity rule)."""
-    from ..estimators.distributions import chi2_sf
-
-    chi2 = e0 = denom = n = n_tested = 0.0
-    dof, strata, levels = 0, 0, 0
-    for _, h in g.groupby(stratum, sort=True):
-        t = h.pivot_table(index="value", columns="ad_id", values="n", aggfunc="sum", fill_value=0).to_numpy()
-        st = chi2_cramers_v(t)
-        n += st["n"]
-        if st["r"] < 2 or st["c"] < 2:
-            continue
-        strata += 1
-        levels += max(st["r"], st["c"])
-        n_tested += st["n"]
-        chi2 += st["chi2"]
-        dof += st["dof"]
-        e0 += st["dof"] * st["n"] / (st["n"] - 1)
-        denom += st["n"] * min(st["r"] - 1, st["c"] - 1)
-    v_bc = float(np.sqrt(max(0.0, chi2 - e0) / denom)) if denom > 0 else 0.0
-    p = float(chi2_sf(chi2, dof)) if dof > 0 else 1.0
-    return {"chi2": chi2, "dof": dof, "v_bc": v_bc, "n": n, "strata": strata, "p_value": p, "levels": levels,
-            "n_tested": n_tested}
