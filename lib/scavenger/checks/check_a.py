@@ -17,23 +17,20 @@ CHECK = "a.context_independence"
 
 def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     """Context independence per (policy, position, feature); time dependence shown without failing."""
-    from .vector import sparse_chi2
-
     out = []
     partitions = _partitioning_features(ctx)
     keys = ["logging_policy", "position", "feature"]
-    # every group's chi-square at once, from its non-zero cells: the loop below does no pandas work per group
-    # except for the few that a partitioning feature splits (bounded cost for any number of policies/features)
+    # every group's chi-square at once, from its non-zero cells (and within a partitioning feature's strata): the
+    # loop below does no pandas work per group (bounded cost for any number of policies and features)
     stats = _within_days(ctx, keys) if len(ctx) else {}
     within = _within_partitions(ctx, keys, partitions)
     days = "dt" in ctx.columns and ctx["dt"].nunique() > 1
-    rows_of = ctx.groupby(keys, sort=True).indices if len(ctx) else {}
     # Bonferroni over the tables with a context value to depend on (as check e): an independent logger fails
     # check a with probability at most independence_alpha however many features and positions
     tested = sum(1 for st in stats.values() if st["r"] >= 2) if stats else 0
     p_cut = cfg.independence_alpha / max(tested, 1)
     varies = {(p, k) for (p, k, _), st in stats.items() if st["r"] >= 2}
-    for (policy, pos, feat) in sorted(rows_of):
+    for (policy, pos, feat) in sorted(stats):
         scope = f"policy={policy} position={pos}"
         part = partitions.get((policy, pos))
         if part is not None and feat in part["features"]:
@@ -106,10 +103,10 @@ def _within_partition(st: dict | None, part: dict, feat: str, scope: str, p_cut:
     st = st or {"v_bc": 0.0, "strata": 0, "chi2": 0.0, "dof": 0, "p_value": 1.0, "n": 0.0, "n_tested": 0.0,
                 "levels": 0, "r": 0}
     by = part["features"][0] + (" value and day" if days else "")
-    if st["r"] < 2 and st["n"] >= cfg.min_table_n:
+    if st["strata"] == 0 and st["n"] >= cfg.min_table_n:
         return row(CHECK, scope, 0.0, cfg.cramers_v_max, PASS,
-                   f"feature {feat} has one value within each {by} in these {st['n']:.0f} impressions: the logged "
-                   f"ad cannot depend on it there")
+                   f"no {by} holds two values of {feat} and two ads in these {st['n']:.0f} impressions: within an "
+                   f"eligible set the logged ad cannot depend on {feat}")
     detail = (f"within-{part['features'][0]} pooled Cramer's V={st['v_bc']:.4f} (bias-corrected) over "
               f"{st['strata']} strata (each {by}), chi2={st['chi2']:.1f}, dof={st['dof']}, "
               f"p={st['p_value']:.3g}, n={st['n']:.0f}")
