@@ -416,3 +416,20 @@ def test_check_a_within_a_partition_tests_each_day_too():
     chi2 = sum(chi2_contingency(g.pivot_table(index="value", columns="ad_id", values="n", aggfunc="sum"),
                                 correction=False)[0] for _, g in cid.groupby(["camp", "dt"]))
     assert f"chi2={chi2:.1f}" in rows["cid"]["message"] and "4 strata" in rows["cid"]["message"]
+
+
+def test_check_a_a_feature_that_names_the_ad_is_no_eligibility_partition():
+    """A logger that shows one ad per context_id value (ad = f(context), no exploration at all) used to read as an
+    eligibility partition (each ad under one value, like OBD's campaigns) and passed. A partition needs an eligible
+    set of two ads or more somewhere; without one, the table is tested as any other and fails (V = 1)."""
+    from scavenger.checks.assumptions import AssumptionConfig, check_a
+
+    rng = np.random.default_rng(3)
+    cid = rng.choice([f"c{i}" for i in range(5)], 3000)
+    df = pd.DataFrame({"dt": "2026-01-01", "logging_policy": "p", "position": 1, "ad_id": np.char.add("ad_", cid),
+                       "value": cid, "feature": "context_id"})
+    cells = df.groupby(["dt", "logging_policy", "position", "feature", "value", "ad_id"]).size().rename("n")
+    cells = cells.reset_index()
+    slot = cells.groupby(["logging_policy", "dt", "position", "ad_id"], as_index=False)["n"].sum()
+    (r,) = [r for r in check_a(cells, slot, AssumptionConfig()) if r["check"] == "a.context_independence"]
+    assert r["verdict"] == "fail" and r["statistic"] == pytest.approx(1.0, abs=0.01), r

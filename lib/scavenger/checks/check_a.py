@@ -172,8 +172,9 @@ def _time_rows(slot: pd.DataFrame) -> list[dict]:
 
 def _partitioning_features(ctx: pd.DataFrame) -> dict:
     """Per (policy, position): features with >= 2 values under which every ad appears with one value only (e.g.
-    OBD's campaign: ad ids are per campaign). They define eligible sets, not exploration; the stratum of an ad is
-    its value of the first such feature (by name). Only when ads have >= 20 impressions on average: a sparse table
+    OBD's campaign: ad ids are per campaign), one value holding two ads or more (an eligible set to explore: one ad
+    per value is a logger that picks the ad from the feature). They define eligible sets, not exploration; the
+    stratum of an ad is its value of the first such feature (by name). Only when ads have >= 20 impressions on average: a sparse table
     (ads seen a handful of times) looks like a partition by chance."""
     base = ["logging_policy", "position"]
     if not len(ctx):
@@ -186,8 +187,10 @@ def _partitioning_features(ctx: pd.DataFrame) -> dict:
         return {}
     seen = ctx.loc[ctx.set_index(base).index.isin(dense), base + ["feature", "ad_id", "value"]].drop_duplicates()
     per_ad = seen.groupby(base + ["feature", "ad_id"], sort=False).size().groupby(level=[0, 1, 2]).max()
+    per_value = seen.groupby(base + ["feature", "value"], sort=False).size().groupby(level=[0, 1, 2]).max()
     values = seen.groupby(base + ["feature"], sort=False)["value"].nunique()
-    parts = values.index[((values >= 2) & (per_ad.reindex(values.index) == 1)).to_numpy()]
+    parts = values.index[((values >= 2) & (per_ad.reindex(values.index) == 1)
+                          & (per_value.reindex(values.index) >= 2)).to_numpy()]
     out = {}
     for (policy, pos), feats in pd.Series(parts.get_level_values(2), index=parts.droplevel(2)).groupby(level=[0, 1]):
         feats = sorted(feats)
