@@ -61,6 +61,25 @@ def not_identified(policy_id, estimator, reason, n=0, level=None, **extra) -> di
     return row(policy_id, estimator, n=n, level=level, identified=False, reason=reason, **extra)
 
 
+def reorders_logged_slate(stats, policy_id: str) -> bool:
+    """The target shows exactly the logged ads (in any order) on every event it decides (policy_events'
+    n_reorder): its choice is a function of the logged slate, not of the context alone."""
+    pe = stats.table("policy_events")
+    if not len(pe) or "n_reorder" not in pe.columns:
+        return False
+    rec = pe[pe["policy_id"] == policy_id]
+    n = int(rec["n_events"].sum())
+    return n > 0 and int(rec["n_reorder"].sum()) == n
+
+
+def reorder_reason(what: str) -> str:
+    """Why ``what`` (the direct approach, the importance weights) is not identified for a target that re-orders the
+    logged slate on every event."""
+    return (f"the target shows exactly the logged ads on every event (it re-orders the logged slate): its choice "
+            f"depends on the slate the logger drew at random, not on the context alone, so {what} cannot estimate "
+            f"its value (see reorder)")
+
+
 def reward_range(stats) -> tuple[float, float]:
     ls = stats.table("log_summary")
     if not len(ls):

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .common import Context, not_identified, reward_range, row, weight_and_reward_bounds
+from .common import (Context, not_identified, reorder_reason, reorders_logged_slate, reward_range, row,
+                     weight_and_reward_bounds)
 
 EL_SUMS = ("sum_w", "sum_w2", "sum_wr", "sum_w2r", "sum_w2r2")
 
@@ -84,6 +85,11 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
                                                  f"{strata.nunique()} eligibility strata (each ad shown under "
                                                  f"one value only): the direct approach compares whole slates across "
                                                  f"them; evaluate one stratum at a time (factored weights the strata)",
+                                      n, opts.level))
+        elif reorders_logged_slate(stats, p) and d.log_k > 0:
+            # more than one slate was possible: the target's slate equals the logged one because it copies it
+            out.append(not_identified(p, d.name, reorder_reason("the direct approach sum_a S_a/T_a (it needs a "
+                                                                "target that is a function of the context)"),
                                       n, opts.level))
         elif det < n:
             out.append(not_identified(p, d.name, f"the target is stochastic on {n - det} of {n} events: the direct "
