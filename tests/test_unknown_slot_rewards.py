@@ -103,3 +103,27 @@ def test_evaluate_reports_the_slots_left_out():
         assert not (ev.diagnostics["metric"] == "slot_rewards_unknown").any()
     finally:
         eng.close()
+
+
+def test_no_known_slot_reward_identifies_no_factored_or_reorder():
+    """Every row carries a slate_reward and no slot reward (ranked K = 2, ADCs given): no T_a > 0 for any ad the
+    targets show, so factored is not identified (it printed 0, identified, supported_share 0), and re-ordering moves
+    no known reward (it stopped the job: KeyError 's_rp' on the empty factored table)."""
+    data = build_random(seed=5, K=2, n_ads=4, days=(0,), per_day=40, with_nulls=False)
+    for ev in data["logs"]:
+        ev["slate_reward"] = float(sum(s["reward"] for s in ev["slots"]))
+        ev["slots"] = [dict(s, reward=None) for s in ev["slots"]]
+    stats = duck_window(data, ScanPlan(slate_targets=False, context_cells=False, pair_strata=False))
+    try:
+        rows = _pipeline_rows(stats, ["det", "perm"], [1.0, 0.5], wanted=("factored", "reorder"))
+        fac = rows[(rows["policy_id"] == "det") & (rows["estimator"] == "factored")].iloc[0]
+        assert not fac["identified"] and math.isnan(fac["value"]) and "known slot reward" in fac["reason"]
+        ro = rows[rows["policy_id"] == "perm"].set_index("estimator")
+        assert set(ro.index) == {"factored", "reorder", "reorder_lift"}
+        assert not ro.loc[["reorder", "reorder_lift"], "identified"].any()
+        assert ro.loc["reorder", "reason"].startswith("no slot reward is known")
+        # the estimated ADCs' reason: the ads did move between positions, their slot rewards are unknown (it said
+        # "no ad was shown at more than one position" and suggested ranked logs, which these are)
+        assert "no slot reward is known" in E.adc_identification(stats.table("ad_position"))[2]
+    finally:
+        stats.engine.close()

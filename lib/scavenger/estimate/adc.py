@@ -19,6 +19,7 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
     if not len(ad_position):
         return {}
     m = rewarded(ad_position).groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
+    shown = ad_position.groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
     out = {}
     if 1 not in m.columns:
         return {int(p): "no ad was shown at position 1, the reference of every ADC" for p in m.columns}
@@ -31,6 +32,11 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
             shared = int(((m > 0).sum(axis=1) > 1).sum())
             out[int(p)] = ("ADCs are not identifiable: no ad was shown at more than one position"
                            if shared == 0 else f"not identifiable: no ad was shown at both position 1 and {p}")
+            if shared == 0 and int(((shown > 0).sum(axis=1) > 1).sum()):
+                # the ads did move between positions, but no slot reward of theirs is known (slate rewards only)
+                out[int(p)] = ("ADCs are not identifiable: no slot reward is known where an ad was shown at more "
+                               "than one position (rows with a slate_reward and null slot rewards); the ADCs "
+                               "need per-slot rewards")
     return out
 
 
@@ -221,7 +227,13 @@ def _reorder_rows(p, n: int, f_p, q_p, ap, ctx: Context, extra: dict, pairs=None
     from ..estimators import reordering as R
     from ..estimators.intervals import clt_or_none
 
+    from ..estimators.adc import rewarded
+
     opts = ctx.options
+    if not (len(ap) and "m" in ap.columns and float(rewarded(ap)["m"].sum()) > 0):
+        why = ("no slot reward is known on the target's events (rows with a slate_reward and null slot rewards): "
+               "re-ordering moves slot rewards between positions, so it needs them")
+        return [not_identified(p, name, why, n, opts.level, **extra) for name in ("reorder", "reorder_lift")]
     if ctx.adc_influence is not None:
         pairs = None
     est = R.reorder_estimate(f_p, q_p, ap, ctx.C, n, opts.level, pairs=pairs)

@@ -157,6 +157,13 @@ def factored_estimate(factored: pd.DataFrame, factored_sq: pd.DataFrame, T_a: pd
         logged = placements["ad_id"].map(T_a).fillna(0.0).to_numpy(float) > 0
         tot = float(np.nansum(w))
         unsupported = float(np.nansum(w[~logged]) / tot) if tot > 0 else 0.0
+    if unsupported == 1.0:
+        nan = math.nan
+        return {"value": nan, "std_error": nan, "ci_low": nan, "ci_high": nan, "unsupported_share": 1.0,
+                "supported_share": 0.0, "identified": False,
+                "reason": "no ad the target shows has a logged impression with a known slot reward (T_a = 0 for "
+                          "every one: never logged, or logged only in rows with a slate_reward and null slot "
+                          "rewards), so the factored estimate sum_a S_a/T_a has nothing to average"}
     return {"value": value, "std_error": se, "ci_low": value - z * se, "ci_high": value + z * se,
             "unsupported_share": unsupported,
             "supported_share": 1.0 - unsupported if unsupported == unsupported else math.nan,
