@@ -196,7 +196,7 @@ def test_stored_adc_table_and_reuse(dataset, cli_run, tmp_path):
     assert set(est["adc_source"]) == {str(tmp_path / "given.parquet")} and set(est["adc_method"]) == {"given"}
     import scavenger.api as api
 
-    stats = api.evaluate(logs, decs, estimators=["pi"], gate="off", stats_dir=str(root / "st"),
+    stats = api.evaluate(logs, decs, gate="off", stats_dir=str(root / "st"),
                          engine="duckdb").stats
     assert stats.scanned == []
     fac, fsq = stats.table("factored"), stats.table("factored_sq")

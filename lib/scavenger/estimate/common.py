@@ -72,6 +72,21 @@ def reorders_logged_slate(stats, policy_id: str) -> bool:
     return n > 0 and int(rec["n_reorder"].sum()) == n
 
 
+def short_events(stats, policy_id: str) -> int:
+    """Events on which the target lists no ad at a position the logged row holds (policy_events' n_short)."""
+    pe = stats.table("policy_events")
+    if not len(pe) or "n_short" not in pe.columns:
+        return 0
+    return int(pe.loc[pe["policy_id"] == policy_id, "n_short"].sum())
+
+
+def short_reason(n_short: int, n: int, what: str) -> str:
+    """Why ``what`` is not identified for a target that leaves a held position empty on ``n_short`` events."""
+    return (f"the target lists no ad at a position the logs hold on {n_short} of {n} events: its slate leaves that "
+            f"position empty, which the logger never does, so {what} cannot estimate its value; give the target a "
+            f"distribution at every position the logs hold (factored and reorder value an ad left out at 0)")
+
+
 def reorder_reason(what: str) -> str:
     """Why ``what`` (the direct approach, the importance weights) is not identified for a target that re-orders the
     logged slate on every event."""

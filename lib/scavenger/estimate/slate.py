@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from ..statistics.tables import _is_max, moments_k
-from .common import (Context, not_identified, reorder_reason, reorders_logged_slate, row, slot_weight_bounds,
-                     weight_and_reward_bounds)
+from .common import (Context, not_identified, reorder_reason, reorders_logged_slate, row, short_events,
+                     short_reason, slot_weight_bounds, weight_and_reward_bounds)
 
 
 def slate_moments(stats, policy_id: str, fold: int | None = None):
@@ -51,6 +51,11 @@ def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
     if m is None or m.n <= 1:
         reason = too_few_events_reason(0 if m is None else int(m.n), missing, n_all)
         return [not_identified(policy_id, e, reason, 0, opts.level, **unused) for e in wanted]
+    short = short_events(stats, policy_id)
+    if short:
+        # pi_k(a_k | x) = 0 at an empty position makes Y_k = 0 and G = 1 - K + sum_k Y_k < 0: no value of the target
+        reason = short_reason(short, n_all, "the importance weights Y_k = pi_k/mu_k")
+        return [not_identified(policy_id, e, reason, int(m.n), opts.level, **unused) for e in wanted]
     if reorders_logged_slate(stats, policy_id) and np.any(slot_weight_bounds(stats) > 1.0):
         # pi_k(a_k | x) is 1 for the logged ad because it was logged: E_mu[Y_k] = 1 fails (a logger of
         # propensity 1 everywhere drew nothing at random, and its re-ordering is a function of the context)

@@ -195,7 +195,7 @@ def split_policy_groups(g: pd.DataFrame, extras: pd.DataFrame | None = None, K: 
     has_base = g["base_policy"].notna()
     pe = g.assign(n_with_base=g["n_all"].where(has_base, 0)).groupby(keys, sort=True).agg(
         n_events=("n_all", "sum"), n_deterministic=("n_det", "sum"), n_with_base=("n_with_base", "sum"),
-        n_reorder=("n_reorder", "sum"), n_partial=("n_partial", "sum"),
+        n_reorder=("n_reorder", "sum"), n_short=("n_short", "sum"), n_partial=("n_partial", "sum"),
         n_missing_propensity=("n_missing_propensity", "sum")).reset_index()
     out["policy_events"] = pe.astype({c: "int64" for c in pe.columns if c.startswith("n_")})
     b = g[has_base]

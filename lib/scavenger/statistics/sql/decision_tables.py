@@ -67,9 +67,22 @@ def _reorders(Kw: int) -> str:
             f"{member}, false) ELSE {general} END")
 
 
+def _short(Kw: int) -> str:
+    """The decision lists no entry at a position the row holds: the target's slate leaves that position empty, a
+    slate the logger never shows (pi_k(a_k | x) is no probability of a distribution over the ads at k). A clean
+    simple decision lists positions 1..n (d_a_k is null beyond n); another lists the positions of its entries."""
+    ks = range(1, Kw + 1)
+    simple = " OR ".join([f"(a_{k} IS NOT NULL AND d_a_{k} IS NULL)" for k in ks] + ["xs IS NOT NULL"])
+    general = " OR ".join([f"(a_{k} IS NOT NULL AND size(filter(dslots, x -> x.position = {k})) = 0)" for k in ks]
+                          + ["(xs IS NOT NULL AND size(filter(xs, s -> size(filter(dslots, "
+                             "x -> x.position = s.position)) = 0)) > 0)"])
+    return f"CASE WHEN simple THEN {simple} ELSE {general} END"
+
+
 def policy_groups(K: int, Kw: int) -> str:
     """(dt, policy_id, logging_policy, base_policy, fold): n_all (events with a decision), n_det (deterministic),
-    n_reorder (deterministic re-orderings of the logged ads), s_r_all, s_r2_all, n_partial, and the slate moments
+    n_reorder (deterministic re-orderings of the logged ads), n_short (decisions leaving a held position empty,
+    :func:`_short`), s_r_all, s_r2_all, n_partial, and the slate moments
     of the wide positions (the extra positions: :func:`policy_extras`). Split on the driver into policy_events,
     base_targets and slate_moments (``statistics/tables.py``)."""
     wprod = " * ".join([f"Y_{k}" for k in range(1, Kw + 1)] + ["xw"])
@@ -78,12 +91,13 @@ SELECT dt, policy_id, logging_policy, base_policy, fold,
   count(1) AS n_all,
   CAST(sum(CASE WHEN det THEN 1 ELSE 0 END) AS BIGINT) AS n_det,
   CAST(sum(CASE WHEN reorders THEN 1 ELSE 0 END) AS BIGINT) AS n_reorder,
+  CAST(sum(CASE WHEN short THEN 1 ELSE 0 END) AS BIGINT) AS n_short,
   CAST(sum(CASE WHEN n_slots = {K} THEN 0 ELSE 1 END) AS BIGINT) AS n_partial,
   sum(r) AS s_r_all, sum(r * r) AS s_r2_all,
   {moment_columns(Kw)}
 FROM (SELECT y.*, {wprod} AS W FROM (
   SELECT dt, policy_id, logging_policy, base_policy, fold, det, n_slots, r, miss, {_reorders(Kw)} AS reorders,
-    {_weights(Kw)}
+    {_short(Kw)} AS short, {_weights(Kw)}
   FROM scv_joined WHERE clean) y) w
 GROUP BY dt, policy_id, logging_policy, base_policy, fold"""
 
