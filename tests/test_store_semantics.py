@@ -125,7 +125,7 @@ def test_a_dataframe_input_is_scanned_again_every_run(tmp_path):
     data = build_random(9, K=2, n_ads=5, days=(0, 1), per_day=60, with_nulls=False)
     logs, decs = (t.to_pandas() for t in arrow_tables(data)[:2])
     kw = dict(engine="duckdb", gate="report", stats_dir=str(tmp_path / "s"), estimators=["slate_ips"],
-              max_quarantine_share=1.0)
+              policies=["det", "sto"], max_quarantine_share=1.0)   # perm re-orders the logged slate: no IPS
     before = api.evaluate(logs, decs, **kw).pandas
     flipped = logs.copy()
     flipped["slots"] = [[{**s, "reward": 1.0 - (s["reward"] or 0.0)} for s in slots] for slots in flipped["slots"]]
