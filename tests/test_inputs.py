@@ -148,3 +148,60 @@ def test_truncated_or_foreign_file_is_exit_2_naming_it(original, tmp_path, capsy
     assert main(["adc", "--logs", str(root), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert f in err and "not a readable Parquet file" in err
+
+
+def _log_counts(out) -> dict:
+    import json
+
+    with open(f"{out}/result.json") as fh:
+        return json.load(fh)["counts"]["logs"]
+
+
+def test_columns_of_null_type_read_as_nulls(original, tmp_path):
+    """A zero-row file pandas writes from an empty frame, and a file whose slots are all None, hold columns of Arrow
+    type null: they read as nulls (their rows quarantined as EMPTY_SLATE), not an internal error."""
+    root = tmp_path / "logs"
+    shutil.copytree(f"{original}/logs", root)
+    day = sorted(glob.glob(f"{root}/dt=*"))[0]
+    t = pq.read_table(glob.glob(f"{day}/*.parquet")[0])
+    empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in t.schema.names})
+    empty.to_parquet(f"{day}/empty.parquet", index=False)
+    pq.write_table(t.slice(0, 5).set_column(t.schema.get_field_index("slots"), "slots", pa.nulls(5))
+                   .set_column(t.schema.get_field_index("event_id"), "event_id", pa.array([f"n{i}" for i in range(5)])),
+                   f"{day}/null_slots.parquet")
+    out = tmp_path / "out"
+    assert main(["validate", "--logs", str(root), "--out", str(out), "--engine", "duckdb", "--no-great-expectations",
+                 "--max-quarantine-share", "1"]) == 0
+    c = _log_counts(out)
+    assert c["rows_in"] == 165 and c["rows_quarantined"] == 5 and c["by_reason"] == {"EMPTY_SLATE": 5}
+
+
+def test_rows_without_a_date_are_counted_and_judged(original, tmp_path, capsys):
+    """A file holding a dt column whose value is null or not a date for some rows: no day holds those rows, so they
+    are counted (``rows_without_dt``) and judged like quarantined rows, never dropped unseen."""
+    t = pq.read_table(f"{original}/logs")
+    dts = t["dt"].cast(pa.string()).to_pylist()
+    t = t.set_column(t.schema.get_field_index("dt"), "dt", pa.array([None, "never"] + dts[2:]))
+    f = tmp_path / "all.parquet"
+    pq.write_table(t, f)
+    args = ["validate", "--logs", str(f), "--engine", "duckdb", "--no-great-expectations"]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 3
+    assert "2 impression_log row(s) have a null dt" in capsys.readouterr().err
+    assert main(args + ["--out", str(tmp_path / "b"), "--max-quarantine-share", "0.05"]) == 0
+    c = _log_counts(tmp_path / "b")
+    assert c["rows_in"] == 158 and c["rows_without_dt"] == 2
+
+
+def test_dataframe_without_dt_or_with_unconvertible_columns(original):
+    """A pandas frame without a dt column is a usage error saying so; an extra column Arrow cannot hold is not
+    read; a contract column it cannot hold is a usage error naming it."""
+    import scavenger
+    from scavenger.errors import UsageError
+
+    logs = pq.read_table(f"{original}/logs").to_pandas()
+    with pytest.raises(UsageError, match="has no dt column"):
+        scavenger.validate(logs.drop(columns="dt"), engine="duckdb", great_expectations=False)
+    with pytest.raises(UsageError, match="event_id"):
+        scavenger.validate(logs.assign(event_id=[object()] * len(logs)), engine="duckdb", great_expectations=False)
+    r = scavenger.validate(logs.assign(extra=[object()] * len(logs)), engine="duckdb", great_expectations=False)
+    assert r.counts["logs"]["rows_in"] == 160

@@ -80,6 +80,13 @@ def _struct_sql(var: str, struct, source) -> str:
     return "named_struct(" + ", ".join(parts) + ")"
 
 
+def _is_null(t) -> bool:
+    """A column of Arrow type null: what pandas writes for an empty frame's or an all-None column."""
+    import pyarrow as pa
+
+    return t == pa.null()
+
+
 def _is_pairs(t) -> bool:
     from .io.sources import is_pairs
 
@@ -115,7 +122,7 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
         t = sql_type(f.dataType)
         if f.name == contract.partition_column and dt is not None:     # the directory's date, as Hive reads it
             cols.append(f"DATE '{dt.isoformat()}' AS {f.name}")
-        elif f.name not in names:
+        elif f.name not in names or _is_null(schema.field(f.name).type):   # absent, or a column of nulls only
             cols.append(f"CAST(NULL AS {t}) AS {f.name}")
         elif f.name in nanos_as_long:
             cols.append(f"timestamp_micros({f.name} DIV 1000) AS {f.name}")

@@ -35,16 +35,33 @@ def _counts(pdf: pd.DataFrame, codes: list) -> dict:
                        "quarantined": int(r["quarantined"])} for r in pdf.sort_values("dt").to_dict("records")]}
 
 
-def row_counts(stats) -> dict:
-    """{"logs": ..., "decisions": ...}: rows in = rows used + rows quarantined, exactly, per table and per dt."""
+def row_counts(stats, undated: dict | None = None) -> dict:
+    """{"logs": ..., "decisions": ...}: rows in = rows used + rows quarantined, exactly, per table and per dt.
+    ``undated``: rows of an undivided source without a date (common.undated_rows), outside every dt, counted as
+    ``rows_without_dt`` beside them."""
     out = {"logs": _counts(_per_day(stats, "log_counts"), LOG_REASONS)}
+    for table, n in (undated or {}).items():
+        out.setdefault(table, _counts(pd.DataFrame(), []))["rows_without_dt"] = int(n)
     lc = _per_day(stats, "log_counts")
     if len(lc) and "null_propensity_events" in lc:
         out["logs"]["null_propensity_events"] = int(lc["null_propensity_events"].sum())
     dc = _per_day(stats, "decision_counts")
     if len(dc):
-        out["decisions"] = _counts(dc, DECISION_REASONS)
+        out["decisions"] = dict(_counts(dc, DECISION_REASONS), **{
+            k: v for k, v in out.get("decisions", {}).items() if k == "rows_without_dt"})
     return out
+
+
+def _undated_row(name: str, c: dict, max_share: float) -> list[dict]:
+    """The verdict on rows without a date (``rows_without_dt``): judged like quarantined rows."""
+    n = c.get("rows_without_dt", 0)
+    if not n:
+        return []
+    share = n / (c["rows_in"] + n)
+    return [A.row("input", name, share, max_share, A.FAIL if share > max_share else A.WARN,
+                  f"{n} {name} row(s) have a null dt or one that is not a date ({share:.4%} of "
+                  f"{c['rows_in'] + n}): no day holds them, so no estimate reads them; give each row the UTC date "
+                  f"of its event (dt)")]
 
 
 def quarantine_rows(counts: dict, max_share: float) -> list[dict]:
@@ -53,6 +70,7 @@ def quarantine_rows(counts: dict, max_share: float) -> list[dict]:
         c = counts.get(table)
         if not c:
             continue
+        rows += _undated_row(name, c, max_share)
         share = c["quarantined_share"]
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(c["by_reason"].items(), key=lambda kv: -kv[1])) or "none"
         if c["rows_in"] == 0:

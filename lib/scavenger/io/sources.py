@@ -72,10 +72,34 @@ def describe(obj, contract, date_from=None, date_to=None, flag: str = "--logs") 
     import pyarrow as pa
 
     if isinstance(obj, pa.Table):
-        return Source(kind="arrow", name="<pyarrow Table>", obj=obj)
+        return _in_memory("<pyarrow Table>", obj, contract, flag)
     if hasattr(obj, "iloc"):
-        return Source(kind="arrow", name="<pandas DataFrame>", obj=pa.Table.from_pandas(obj, preserve_index=False))
+        return _in_memory("<pandas DataFrame>", _from_pandas(obj, contract, flag), contract, flag)
     raise UsageError(f"{flag}: expected a path, a table name or a DataFrame, got {cls}")
+
+
+def _in_memory(name: str, table, contract, flag: str) -> Source:
+    """An in-memory table: its rows' days come from its dt column, so a table without one is refused (exit 2)."""
+    if contract.partition_column not in table.schema.names:
+        raise UsageError(f"{flag}: {name} has no {contract.partition_column} column (the UTC date of each row's "
+                         f"event); add one")
+    return Source(kind="arrow", name=name, obj=table)
+
+
+def _from_pandas(frame, contract, flag: str):
+    """The contract's columns of a pandas frame as a pyarrow table (extra columns are not read, so a column of
+    Python objects Arrow cannot hold is no error); a contract column Arrow cannot convert is exit 2 naming it."""
+    import pyarrow as pa
+
+    names = {f.name for f in contract.struct_type().fields}
+    frame = frame[[c for c in frame.columns if c in names]]
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as exc:
+        from ..safe import clip
+
+        raise UsageError(f"{flag}: the pandas DataFrame cannot be read as the contract's columns "
+                         f"(schemas/{contract.name}.schema.json): {clip(str(exc))}") from None
 
 
 def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Source:

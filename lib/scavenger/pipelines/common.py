@@ -74,6 +74,25 @@ def window_dates(engine, inputs: Inputs) -> list:
             and (inputs.date_to is None or d <= inputs.date_to)]
 
 
+def undated_rows(engine, inputs: Inputs) -> dict:
+    """{"logs": n, "decisions": n}: rows of an undivided source (a file or DataFrame holding a dt column) whose dt
+    is null or not a date. No day holds them, so no window reads them (like a ``dt=`` directory that names no
+    date); they are counted here so that they never vanish: the gate judges them with the quarantined rows."""
+    out = {}
+    for table, source, contract in (("logs", inputs.logs, LOGS), ("decisions", inputs.decisions, DECISIONS)):
+        if source is None or source.dates() is not None:
+            continue
+        engine.read(f"scv_undated_{table}", source, load_contract(contract), None)
+        n = int(engine.fetch(f"SELECT count(*) AS n FROM scv_undated_{table} WHERE dt IS NULL", "undated")["n"][0])
+        if n:
+            from ..progress import note
+
+            note(f"--{table}: {n} row(s) of {source.name} have a null dt or one that is not a date: they belong to "
+                 f"no day of any window; give each row the UTC date of its event (dt)")
+            out[table] = n
+    return out
+
+
 @dataclass
 class Window:
     """A gated window: its statistics, counts and verdicts."""
@@ -95,9 +114,12 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     from ..progress import phase
 
     dates = window_dates(engine, inputs)
+    undated = undated_rows(engine, inputs)
     if not dates:
+        why = (f": its {undated['logs']} row(s) have a null dt or one that is not a date; give each row the UTC "
+               f"date of its event (dt)") if undated.get("logs") else ""
         raise DataCheckFailed(f"no log partitions in the window {inputs.date_from or '-'}..{inputs.date_to or '-'} "
-                              f"of {inputs.logs.name}")
+                              f"of {inputs.logs.name}{why}")
     key = {"policies": sorted(inputs.policies) if inputs.policies else None, "extra": decisions_key}
     if gate.mode != "off":
         config = calibration_stats_config(config, gate.assumptions)
@@ -106,7 +128,7 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     prefetch()      # the estimators' imports overlap the scan (see warm.py)
     stats = window_statistics(engine, inputs.logs, inputs.decisions, dates, plan, config,
                               Store(store) if store else None, quarantine_dir, run_id, key, batch_days, derived)
-    counts = J.row_counts(stats)
+    counts = J.row_counts(stats, undated)
     verdicts = J.quarantine_rows(counts, gate.max_quarantine_share)
     checks = tuple(checks) if gate.mode != "off" else ()
     with phase(None, "gate", f"checks {','.join(checks) or '-'} over {len(dates)} day(s)", log=bool(checks)):
