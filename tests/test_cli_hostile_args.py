@@ -293,6 +293,19 @@ def test_evaluate_flag_is_exit_2(data, tmp_path, capsys, extra, words):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("extra", [["--dcg-base", "nan"], ["--dcg-base", "inf"], ["--smoothing", "nan"],
+                                   ["--smoothing", "inf"]])
+def test_adc_number_that_would_write_nan_is_exit_2(data, tmp_path, capsys, extra):
+    _refused(capsys, _adc(data, tmp_path / "o", *extra), extra[0], "finite")
+    assert not (tmp_path / "o").exists()
+
+
+def test_dcg_of_the_first_position_is_one_for_a_base_near_one():
+    from scavenger.estimators.adc import dcg
+
+    assert dcg([1, 2], 1.0000000000000002)[0] == 1.0
+
+
 SCORE_FILES = {
     "not_utf8.csv": (b"ad_id,score\n\xff\xfe,1\n", "not UTF-8"),
     "empty.csv": (b"ad_id,score\n", "no rows"),

@@ -31,10 +31,6 @@ def prepare(args, ctx):
     if args.bootstrap < 0 or args.bootstrap > 1000:
         raise UsageError("--bootstrap must be between 0 and 1000")
     C.check_level(args)
-    if args.dcg_base <= 1:
-        raise UsageError("--dcg-base must be > 1")
-    if args.smoothing < 0:
-        raise UsageError("--smoothing must be >= 0")
     inputs = C.prepare_inputs(args, decisions=False)
     ctx.result.inputs = {"logs": args.logs, "from": args.date_from, "to": args.date_to, "stats_dir": args.stats_dir,
                          "bootstrap": args.bootstrap, "seed": args.seed, "gate": args.gate, "by_day": args.by_day}

@@ -44,7 +44,7 @@ ADC_COLUMNS = ["position", "method", "coefficient", "std_error", "ci_low", "ci_h
 def dcg(positions, base: float = 2.0) -> np.ndarray:
     """DCG reference C_i = 1 / log_b(b + i - 1) (MATH.md; seed 001 table)."""
     i = np.asarray(positions, dtype=float)
-    return np.log(base) / np.log(base + i - 1.0)
+    return np.log(base) / np.log(base + (i - 1.0))     # C_1 = 1 exactly, however close b is to 1
 
 
 def rewarded(ad_position: pd.DataFrame) -> pd.DataFrame:

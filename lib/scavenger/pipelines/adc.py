@@ -23,6 +23,19 @@ class AdcOptions:
     seed: int = 0
     by_day: bool = False
 
+    def __post_init__(self):
+        """Exit 2 for a DCG base or a smoothing that would write NaN or infinite columns (the CLI and the API)."""
+        import math
+
+        from ..errors import UsageError
+
+        if not (math.isfinite(self.dcg_base) and self.dcg_base > 1):
+            raise UsageError(f"--dcg-base must be a finite number > 1, got {self.dcg_base}")
+        if not (math.isfinite(self.smoothing) and self.smoothing >= 0):
+            raise UsageError(f"--smoothing must be a finite number >= 0, got {self.smoothing}")
+        if not 0 < self.level < 1:
+            raise UsageError(f"--level must be in (0, 1), got {self.level}")
+
 
 @dataclass
 class AdcResult:
