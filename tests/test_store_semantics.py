@@ -163,3 +163,18 @@ def test_the_api_reads_only_the_policies_it_names_as_the_cli_does(tmp_path):
     cold, _ = _run(tmp_path, tmp_path / "cold", "--policies", "det")
     assert warm["counts"]["days_scanned"] == 0
     assert warm["counts"]["decisions"]["rows_in"] == cold["counts"]["decisions"]["rows_in"] == 120
+
+
+@pytest.mark.parametrize("body", [[], {"tables": 5}, {"tables": [["x"]]}, {"tables": [], "K": "x"},
+                                  {"tables": [], "K": None}, {"tables": [], "K": 10 ** 30}, {"tables": [], "K": -1}])
+def test_a_malformed_day_manifest_is_no_manifest(tmp_path, body):
+    """A store manifest damaged or edited by hand makes its day be scanned again (before: an internal error, or with
+    K = 10**30 a scan that padded every row to that many positions and never ended)."""
+    from scavenger.statistics.store import Store
+
+    store = Store(str(tmp_path))
+    os.makedirs(tmp_path / "_manifest")
+    (tmp_path / "_manifest" / "dt=2026-03-01.json").write_text(json.dumps(body))
+    assert store.manifest(D0) is None
+    (tmp_path / "_manifest" / "dt=2026-03-01.json").write_text(json.dumps({"tables": ["log_counts"], "K": 3}))
+    assert store.manifest(D0)["K"] == 3

@@ -67,9 +67,10 @@ class Store:
         if not fs.exists(path):
             return None
         try:
-            return fs.read_json(path)
+            m = fs.read_json(path)
         except (ValueError, OSError):
             return None
+        return m if _well_formed(m) else None
 
     def usable(self, day, logs_fp: str, decisions_fp: str | None, tables: set) -> dict | None:
         """The day's manifest when it can be reused for this request (see module doc), else None."""
@@ -195,6 +196,18 @@ class Store:
                 except ValueError:
                     continue
         return sorted(out)
+
+
+def _well_formed(m) -> bool:
+    """A manifest as write_manifest writes it: an object whose ``tables`` is a list of names and whose ``K``, when
+    present, a slate length a scan can have. Anything else (a file edited or damaged by hand) is no manifest: the
+    day is scanned again instead of stopping the job or padding every row to a K of 10**30."""
+    if not isinstance(m, dict) or not isinstance(m.get("tables", []), list):
+        return False
+    if not all(isinstance(t, str) for t in m.get("tables", [])):
+        return False
+    K = m.get("K", 0)
+    return isinstance(K, int) and not isinstance(K, bool) and 0 <= K <= 4096
 
 
 def _with_dt(table, day):
