@@ -327,6 +327,23 @@ def test_paths_holding_quotes_and_backslashes(tmp_path):
     assert q.num_rows == 1 and q.column("event_id").to_pylist() == [None]
     assert not list(Path(tempfile.gettempdir()).glob("scavenger-copy-*"))
 
+def test_directory_links_back_are_listed_once(tmp_path):
+    """A link to ``.`` inside a partition directory: its files are listed once (pyarrow's recursive listing followed
+    the link to the kernel's limit, 41 copies of one file; two links, to ``.`` and ``..``, made 2**40 paths and a
+    listing that never ended); a dangling link and a FIFO are no data files."""
+    import os
+
+    from scavenger.io import fs
+
+    day = tmp_path / "logs" / "dt=2026-01-01"
+    day.mkdir(parents=True)
+    (day / "part-0.parquet").write_bytes(b"x")
+    os.symlink(".", day / "self")
+    os.symlink("/nonexistent", day / "gone.parquet")
+    os.mkfifo(day / "pipe.parquet")
+    assert [f[0] for f in fs.data_files(str(day))] == [str(day / "part-0.parquet")]
+
+
 def test_columns_named_like_the_readers_own(tmp_path):
     """Logs and decisions holding extra columns named ``filename`` and ``file_row_number`` (DuckDB's reader adds
     columns of those names: exit 1 before) give the counts and estimates of the same files without them."""

@@ -150,6 +150,8 @@ def data_files(uri: str) -> list[tuple[str, int, int]]:
         return [(loc.uri, info.size, info.mtime_ns or 0)]
     if info.type != pafs.FileType.Directory:
         return []
+    if is_local(loc.uri):
+        return sorted(_local_files(loc.path))
     out = []
     for f in loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True)):
         rel = f.path[len(loc.path):].lstrip("/")
@@ -157,6 +159,35 @@ def data_files(uri: str) -> list[tuple[str, int, int]]:
             continue
         out.append((_child_uri(loc, rel), f.size, f.mtime_ns or 0))
     return sorted(out)
+
+
+def _local_files(root: str) -> list[tuple[str, int, int]]:
+    """The visible regular files under a local directory, each directory listed once: a symbolic link back to an
+    ancestor, or two links to one directory, are followed once (pyarrow's recursive listing follows them until the
+    kernel's link limit: two links to ``.`` in one directory made 2**40 paths, a listing that never ended)."""
+    import stat
+
+    seen, out = set(), []
+
+    def fail(exc):
+        raise exc
+
+    for parent, dirs, names in os.walk(root, followlinks=True, onerror=fail):
+        st = os.stat(parent)
+        if (st.st_dev, st.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs[:] = [d for d in dirs if not hidden(d)]
+        for name in names:
+            path = os.path.join(parent, name)
+            try:
+                st = os.stat(path)
+            except OSError:         # a dangling link: no file to read
+                continue
+            if not hidden(name) and stat.S_ISREG(st.st_mode):
+                out.append((path, st.st_size, st.st_mtime_ns))
+    return out
 
 
 def _child_uri(loc: Location, rel: str) -> str:
