@@ -6,6 +6,7 @@ types)."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 
@@ -205,3 +206,21 @@ def test_dataframe_without_dt_or_with_unconvertible_columns(original):
         scavenger.validate(logs.assign(event_id=[object()] * len(logs)), engine="duckdb", great_expectations=False)
     r = scavenger.validate(logs.assign(extra=[object()] * len(logs)), engine="duckdb", great_expectations=False)
     assert r.counts["logs"]["rows_in"] == 160
+
+
+def test_decision_days_the_logs_lack_are_counted_and_judged(original, tmp_path):
+    """Decisions of a day inside --from..--to whose logs partition is missing: no pass reads them, so they are
+    counted from their footers (``rows_without_logs``) and judged like quarantined rows (a failed input verdict:
+    exit 3 under --gate enforce), never dropped unseen."""
+    logs = tmp_path / "logs"
+    shutil.copytree(f"{original}/logs", logs)
+    shutil.rmtree(sorted(glob.glob(f"{logs}/dt=*"))[-1])
+    assert main(["evaluate", "--logs", str(logs), "--decisions", f"{original}/decisions", "--engine", "duckdb",
+                 "--from", "2026-03-01", "--to", "2026-03-02", "--estimators", "pi", "--no-great-expectations",
+                 "--gate", "report", "--out", str(tmp_path / "out")]) == 0
+    with open(tmp_path / "out" / "result.json") as fh:
+        res = json.load(fh)
+    c = res["counts"]["decisions"]
+    assert c["rows_without_logs"] > 0 and c["days_without_logs"] == ["2026-03-02"]
+    assert any(v["check"] == "input" and v["verdict"] == "fail" and "the logs lack (2026-03-02)" in v["message"]
+               for v in res["verdicts"])

@@ -35,33 +35,43 @@ def _counts(pdf: pd.DataFrame, codes: list) -> dict:
                        "quarantined": int(r["quarantined"])} for r in pdf.sort_values("dt").to_dict("records")]}
 
 
-def row_counts(stats, undated: dict | None = None) -> dict:
+def row_counts(stats, undated: dict | None = None, orphans: dict | None = None) -> dict:
     """{"logs": ..., "decisions": ...}: rows in = rows used + rows quarantined, exactly, per table and per dt.
     ``undated``: rows of an undivided source without a date (common.undated_rows), outside every dt, counted as
-    ``rows_without_dt`` beside them."""
+    ``rows_without_dt`` beside them; ``orphans``: {day: rows} of decision days in the window the logs lack
+    (common.decision_rows_without_logs), counted as ``rows_without_logs`` with their ``days_without_logs``."""
     out = {"logs": _counts(_per_day(stats, "log_counts"), LOG_REASONS)}
     for table, n in (undated or {}).items():
         out.setdefault(table, _counts(pd.DataFrame(), []))["rows_without_dt"] = int(n)
+    if orphans:
+        d = out.setdefault("decisions", _counts(pd.DataFrame(), []))
+        d["rows_without_logs"] = int(sum(orphans.values()))
+        d["days_without_logs"] = [str(day) for day in sorted(orphans)]
     lc = _per_day(stats, "log_counts")
     if len(lc) and "null_propensity_events" in lc:
         out["logs"]["null_propensity_events"] = int(lc["null_propensity_events"].sum())
     dc = _per_day(stats, "decision_counts")
     if len(dc):
         out["decisions"] = dict(_counts(dc, DECISION_REASONS), **{
-            k: v for k, v in out.get("decisions", {}).items() if k == "rows_without_dt"})
+            k: v for k, v in out.get("decisions", {}).items() if k.endswith("without_dt") or "without_logs" in k})
     return out
 
 
 def _undated_row(name: str, c: dict, max_share: float) -> list[dict]:
     """The verdict on rows without a date (``rows_without_dt``): judged like quarantined rows."""
-    n = c.get("rows_without_dt", 0)
-    if not n:
-        return []
-    share = n / (c["rows_in"] + n)
-    return [A.row("input", name, share, max_share, A.FAIL if share > max_share else A.WARN,
-                  f"{n} {name} row(s) have a null dt or one that is not a date ({share:.4%} of "
-                  f"{c['rows_in'] + n}): no day holds them, so no estimate reads them; give each row the UTC date "
-                  f"of its event (dt)")]
+    rows = []
+    for key, why in (("rows_without_dt", "have a null dt or one that is not a date"),
+                     ("rows_without_logs", f"lie in day(s) the logs lack ({', '.join(c.get('days_without_logs', [])[:5])})")):
+        n = c.get(key, 0)
+        if not n:
+            continue
+        share = n / (c["rows_in"] + n)
+        fix = ("give each row the UTC date of its event (dt)" if key == "rows_without_dt" else
+               "check the logs' path for those days, or the window (--from, --to)")
+        rows.append(A.row("input", name, share, max_share, A.FAIL if share > max_share else A.WARN,
+                          f"{n} {name} row(s) {why} ({share:.4%} of {c['rows_in'] + n}): no pass reads them, so no "
+                          f"estimate uses them; {fix}"))
+    return rows
 
 
 def quarantine_rows(counts: dict, max_share: float) -> list[dict]:

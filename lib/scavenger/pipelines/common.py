@@ -93,6 +93,20 @@ def undated_rows(engine, inputs: Inputs) -> dict:
     return out
 
 
+def decision_rows_without_logs(inputs: Inputs, dates: list) -> dict:
+    """{day: rows} of the decisions' ``dt=`` partitions inside the window (``--from``..``--to``, else the logs'
+    first..last day) for which the logs hold no partition: no pass reads them, so they are counted from their
+    Parquet footers (no rows read) and judged like quarantined rows (each would be an UNKNOWN_EVENT)."""
+    src = inputs.decisions
+    if src is None or src.dates() is None or not dates:
+        return {}
+    from ..statistics.window import _day_rows
+
+    lo, hi, logged = inputs.date_from or min(dates), inputs.date_to or max(dates), set(dates)
+    rows = {d: _day_rows(src, d) for d in src.dates() if lo <= d <= hi and d not in logged}
+    return {d: n for d, n in rows.items() if n}
+
+
 @dataclass
 class Window:
     """A gated window: its statistics, counts and verdicts."""
@@ -128,7 +142,8 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     prefetch()      # the estimators' imports overlap the scan (see warm.py)
     stats = window_statistics(engine, inputs.logs, inputs.decisions, dates, plan, config,
                               Store(store) if store else None, quarantine_dir, run_id, key, batch_days, derived)
-    counts = J.row_counts(stats, undated)
+    orphans = decision_rows_without_logs(inputs, dates)
+    counts = J.row_counts(stats, undated, orphans)
     verdicts = J.quarantine_rows(counts, gate.max_quarantine_share)
     checks = tuple(checks) if gate.mode != "off" else ()
     with phase(None, "gate", f"checks {','.join(checks) or '-'} over {len(dates)} day(s)", log=bool(checks)):
