@@ -216,8 +216,8 @@ def test_decision_days_the_logs_lack_are_counted_and_judged(original, tmp_path):
     shutil.copytree(f"{original}/logs", logs)
     shutil.rmtree(sorted(glob.glob(f"{logs}/dt=*"))[-1])
     assert main(["evaluate", "--logs", str(logs), "--decisions", f"{original}/decisions", "--engine", "duckdb",
-                 "--from", "2026-03-01", "--to", "2026-03-02", "--estimators", "pi", "--no-great-expectations",
-                 "--gate", "report", "--out", str(tmp_path / "out")]) == 0
+                 "--from", "2026-03-01", "--to", "2026-03-02", "--estimators", "pi", "--policies", "det,sto",
+                 "--no-great-expectations", "--gate", "report", "--out", str(tmp_path / "out")]) == 0
     with open(tmp_path / "out" / "result.json") as fh:
         res = json.load(fh)
     c = res["counts"]["decisions"]
