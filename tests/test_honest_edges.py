@@ -187,3 +187,33 @@ def test_a_target_that_leaves_a_held_position_empty_is_not_identified_for_the_we
         assert r["identified"] and np.isfinite(r["value"])
     finally:
         eng.close()
+
+
+def test_a_deterministic_target_may_split_an_entry():
+    """A deterministic target written with its ad listed twice at a position (probabilities 0.5 + 0.5): the same
+    slate, so the same direct-approach and PI estimates as the unsplit decision (before: 'stochastic on every
+    event', the direct approach not identified)."""
+    import copy
+
+    from reference import build_random
+    from test_scavenging import run_evaluate
+
+    data = build_random(seed=8, K=2, n_ads=5, days=(0,), per_day=200, logging_policies=("lp",), with_nulls=False)
+    det = [d for d in data["decisions"] if d["policy_id"] == "det"]
+    split = copy.deepcopy(det)
+    for d in split:
+        d["policy_id"], d["base_policy"] = "split", None
+        d["slots"] = [dict(s, probability=0.5) for s in d["slots"] for _ in range(2)]
+    for d in det:
+        d["base_policy"] = None
+    ev, eng = run_evaluate({**data, "decisions": det + split}, ["scavenging", "pi"])
+    try:
+        est = ev.estimates
+        for e in ("scavenging_slate", "slate_pi"):
+            a = est[(est["policy_id"] == "det") & (est["estimator"] == e)].reset_index(drop=True)
+            b = est[(est["policy_id"] == "split") & (est["estimator"] == e)].reset_index(drop=True)
+            assert len(a) and a["identified"].any(), e
+            pd.testing.assert_series_equal(a["value"], b["value"], rtol=1e-12)
+            assert a["identified"].tolist() == b["identified"].tolist()
+    finally:
+        eng.close()

@@ -56,7 +56,7 @@ def _reorders(Kw: int) -> str:
     ks = range(1, Kw + 1)
     tset_simple = "array_sort(array_compact(array(" + ", ".join(f"d_a_{k}" for k in ks) + ")))"
     tset = (f"CASE WHEN simple THEN {tset_simple} "
-            f"ELSE array_sort(transform(filter(dslots, x -> x.probability > 0), x -> x.ad_id)) END")
+            f"ELSE array_sort(array_distinct(transform(filter(dslots, x -> x.probability > 0), x -> x.ad_id))) END")
     general = f"{tset} = {logged_set(Kw)}"
     if Kw > 8:
         return f"CASE WHEN det THEN {general} ELSE false END"

@@ -72,7 +72,8 @@ REWARD_TABLES = ("factored", "policy_ads", "reorder_pairs")   # the decision tab
 def joined(cfg: RuleConfig, K: int, Kw: int, rewards: bool = True) -> str:
     """scv_joined: every decision row of the day, its rule flags, its event's clean flat columns (left join on
     (event_id, dt): the one join), DUPLICATE_DECISION (rows after the first read of a (policy_id, event_id); all of
-    them with quarantine_all) from the repeated keys (scv_dup_dec) joined back, and ``det`` (deterministic). Narrow:
+    them with quarantine_all) from the repeated keys (scv_dup_dec) joined back, and ``det`` (deterministic: one ad of
+    positive probability at each listed position, however its entries split it). Narrow:
     the tables compute pi_k, Y_k and the slate keys from these columns where they need them.
 
     A decision holding one entry per position 1..n, n <= Kw, in order (``simple``, nearly every writer's shape)
@@ -128,7 +129,9 @@ WITH d AS (
 ), p AS (
   SELECT g.*, NOT (reasons <> 0 OR {any_flag_sql(keyed)}) AS clean,
     CASE WHEN simple THEN {det_simple}
-         ELSE size(filter(dslots, x -> x.probability > 0 AND x.probability < 1)) = 0 END AS det
+         ELSE size(array_distinct(transform(filter(dslots, x -> x.probability > 0),
+                                            x -> named_struct('p', x.position, 'a', x.ad_id))))
+              = size(array_distinct(transform(filter(dslots, x -> x.probability > 0), x -> x.position))) END AS det
   FROM g
 )
 SELECT {", ".join(out)}
