@@ -354,3 +354,27 @@ def test_a_named_policy_whose_events_were_all_quarantined_says_so():
         # named: the job fails (exit 3) for the estimators asked by name; found in the decisions: reported only
         assert any("(B)" in r for r in ev.refused) == bool(named)
         assert ev.estimates[ev.estimates["policy_id"] == "det"]["identified"].any()
+
+
+def test_by_day_over_a_window_with_an_empty_day(tmp_path):
+    """--by-day where one day of the window has a partition without rows: evaluate and adc stopped with an
+    internal error (KeyError 'm', 'c', 'c2': the empty day's ad_position had its keys only); now that day's rows
+    say it has nothing to estimate and the other days are estimated."""
+    import pyarrow.parquet as pq
+
+    data = build_random(seed=3, K=2, n_ads=4, days=(0, 2), per_day=40, with_nulls=False)
+    logs, decisions = write_parquet(data, str(tmp_path / "in"))
+    for side in (logs, decisions):
+        first = sorted((tmp_path / "in").glob(f"{side.rsplit('/', 1)[1]}/dt=*/*.parquet"))[0]
+        empty = tmp_path / "in" / side.rsplit("/", 1)[1] / "dt=2026-03-02"
+        empty.mkdir()
+        pq.write_table(pq.read_table(first).slice(0, 0), empty / "part-0.parquet")
+    out = tmp_path / "ev"
+    assert main(["evaluate", "--logs", logs, "--decisions", decisions, "--out", str(out), "--by-day",
+                 "--gate", "report", "--engine", "duckdb", "--no-great-expectations"]) == 0
+    by_day = pd.read_parquet(out / "estimates_by_day")
+    days = by_day.groupby(by_day["dt"].astype(str))["identified"].any()
+    assert len(days) == 3 and not days["2026-03-02"] and days.drop("2026-03-02").all(), days
+    assert main(["adc", "--logs", logs, "--out", str(tmp_path / "adc"), "--by-day", "--gate", "report",
+                 "--engine", "duckdb", "--no-great-expectations"]) in (0, 3)
+    assert (tmp_path / "adc" / "adc_by_day").exists()

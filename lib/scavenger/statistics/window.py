@@ -53,7 +53,10 @@ class WindowStats:
 
     def day(self, d) -> "WindowStats":
         """The statistics of day ``d`` alone (the same stored per-day tables; big relations filtered by dt)."""
-        return WindowStats(tables=merge_all(self.per_day, [d]), per_day={d: self.per_day.get(d, {})}, dates=[d],
+        tables = merge_all(self.per_day, [d])
+        for name, df in self.tables.items():      # a table the day lacks (an empty day): no rows, the columns kept
+            tables.setdefault(name, df.iloc[0:0])
+        return WindowStats(tables=tables, per_day={d: self.per_day.get(d, {})}, dates=[d],
                            big=self.big, K=self.K, engine=self.engine, only_day=d,
                            Kw=self.Kw)
 
