@@ -62,7 +62,7 @@ def test_quarantined_rows_keep_their_context_map(spark, tmp_path):
 
 def test_quarantined_decisions_keep_their_entries(spark, tmp_path):
     """Simple (quarantined for a probability), partial with a null ad, and out-of-order decisions: their entries
-    as read, sorted by position."""
+    as read, sorted by position (a null position, then a null ad, first on both engines)."""
     data = build_random(seed=8, K=3, n_ads=6, days=(0,), per_day=40, with_nulls=False)
     want = {}
     for i, d in enumerate(x for x in data["decisions"] if x["policy_id"] == "det"):
@@ -72,9 +72,13 @@ def test_quarantined_decisions_keep_their_entries(spark, tmp_path):
             d["slots"] = [dict(d["slots"][0], ad_id=None), d["slots"][1]]   # simple, partial, a null ad
         elif i % 4 == 2:
             d["slots"] = [d["slots"][2], dict(d["slots"][0], probability=-1.0), d["slots"][1]]  # out of order
+        elif i % 8 == 3:        # a null position and a null ad: a null field first (DuckDB listed it last)
+            d["slots"] = [d["slots"][1], dict(d["slots"][2], ad_id=None), dict(d["slots"][0], position=None),
+                          dict(d["slots"][1], ad_id=None)]
         else:
             continue
-        want[d["event_id"]] = sorted(d["slots"], key=lambda x: x["position"])
+        want[d["event_id"]] = sorted(d["slots"], key=lambda x: (x["position"] is not None, x["position"] or 0,
+                                                                x["ad_id"] is not None, x["ad_id"] or ""))
     for name, q in quarantine_on_both(spark, tmp_path, data, "decisions").items():
         q = q[q["policy_id"] == "det"]
         assert {r.event_id: [dict(x) for x in r.slots] for r in q.itertuples()} == want, name

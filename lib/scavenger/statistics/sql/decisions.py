@@ -66,6 +66,19 @@ def target_ad(pos, k: int | None = None) -> str:
     return f"CASE WHEN simple THEN {simple} ELSE {lookup} END"
 
 
+def sorted_entries(array: str) -> str:
+    """``array`` of (position, ad_id, probability) entries sorted by position, then ad, then probability, a null
+    entry first and a null field before any value, on both engines: inside a struct, Spark's ``sort_array`` orders
+    a null field first and DuckDB's ``list_sort`` last (a quarantined decision with a null position listed its
+    entries in another order on each). Only an array holding a null is sorted by the explicit key."""
+    nulls = (f"size(filter({array}, s -> s IS NULL OR s.position IS NULL OR s.ad_id IS NULL "
+             f"OR s.probability IS NULL)) > 0")
+    key = ("named_struct('h', s IS NOT NULL, 'hp', s.position IS NOT NULL, 'p', s.position, "
+           "'ha', s.ad_id IS NOT NULL, 'a', s.ad_id, 'hq', s.probability IS NOT NULL, 'q', s.probability, 's', s)")
+    return (f"CASE WHEN {nulls} THEN transform(sort_array(transform({array}, s -> {key})), srt -> srt.s) "
+            f"ELSE sort_array({array}) END")
+
+
 REWARD_TABLES = ("factored", "policy_ads", "reorder_pairs")   # the decision tables that read the slot rewards w_k
 
 
@@ -109,7 +122,7 @@ def joined(cfg: RuleConfig, K: int, Kw: int, rewards: bool = True) -> str:
     return f"""
 WITH d AS (
   SELECT policy_id, event_id, dt, base_policy, _rid, simple, size(slots) AS d_n, {columns}
-    CASE WHEN simple THEN NULL ELSE sort_array(slots) END AS dslots,
+    CASE WHEN simple THEN NULL ELSE {sorted_entries('slots')} END AS dslots,
     {reason_mask(decision_rules(cfg))} AS reasons
   FROM (SELECT scv_dec.*, {simple} AS simple, {element_columns()} FROM scv_dec) s
 ), j AS (
