@@ -53,6 +53,24 @@ def _with_file_rid(files: str, offset: int, schema, contract) -> str:
             f"AS _rid FROM read_parquet([{files}], hive_partitioning = false, filename = 'scv_filename')")
 
 
+def _nanos_columns(schema, contract) -> set:
+    """Contract timestamp columns that ``schema`` (pyarrow) holds as nanosecond timestamps (pandas' and pyarrow's
+    default): read as longs, as Spark reads them (spark.nanosAsLong), so that the conform step truncates both to
+    microseconds alike (DuckDB's cast rounded: 23:59:59.999999999 became the next day, EVENT_TIME_OUTSIDE_DT on
+    DuckDB only)."""
+    import pyarrow as pa
+    from pyspark.sql.types import TimestampType
+
+    wanted = {f.name for f in contract.struct_type().fields if isinstance(f.dataType, TimestampType)}
+    return {f.name for f in schema if f.name in wanted and pa.types.is_timestamp(f.type) and f.type.unit == "ns"}
+
+
+def _nanos_as_longs(names: set) -> str:
+    """SELECT list of every column, the nanosecond timestamps ``names`` as nanoseconds since the epoch."""
+    cols = ", ".join(f'epoch_ns("{n}") AS "{n}"' for n in sorted(names))
+    return f"* REPLACE ({cols})"
+
+
 def _quote(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
@@ -146,7 +164,11 @@ class DuckDBEngine(Engine):
         if source.kind == "arrow":
             tmp = f"{name}__arrow"
             self.con.register(tmp, source.obj)
-            sql = conform_sql(contract, tmp, source.obj.schema, None)
+            nanos = _nanos_columns(source.obj.schema, contract)
+            if nanos:
+                self._exec(f"CREATE OR REPLACE TEMP VIEW {tmp}_n AS SELECT {_nanos_as_longs(nanos)} FROM {tmp}")
+                tmp = f"{tmp}_n"
+            sql = conform_sql(contract, tmp, source.obj.schema, None, nanos)
             where = days_filter(days)
             self._with_rid(name, f"SELECT * FROM ({sql}) c" + (f" WHERE {where}" if where else ""))
             return
@@ -159,9 +181,13 @@ class DuckDBEngine(Engine):
             for g in groups:
                 raw = f"{name}__{len(parts)}"
                 files = ", ".join(_quote(f) for f in g.files)
-                self._exec(f"CREATE OR REPLACE TEMP VIEW {raw} AS {_with_file_rid(files, n_files, g.schema, contract)}")
+                nanos = _nanos_columns(g.schema, contract)
+                read = _with_file_rid(files, n_files, g.schema, contract)
+                if nanos:
+                    read = f"SELECT {_nanos_as_longs(nanos)} FROM ({read}) r"
+                self._exec(f"CREATE OR REPLACE TEMP VIEW {raw} AS {read}")
                 n_files += len(g.files)
-                parts.append(self._sql(conform_sql(contract, raw, g.schema, g.dt, carry=("_rid",)), raw))
+                parts.append(self._sql(conform_sql(contract, raw, g.schema, g.dt, nanos, carry=("_rid",)), raw))
         if not parts:
             self._with_rid(name, empty_sql(contract))
             return
