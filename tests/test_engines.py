@@ -335,7 +335,9 @@ def test_odd_types_read_alike_on_both_engines(spark, tmp_path):
     DuckDB rounded 1.5 to 2 and read 0x2 as 2, Spark truncated 1.5 and read 0.2d as 0.2, so the engines
     quarantined different rows and gave different estimates. Now a fraction or a non-numeral is null on both.
     Nanosecond event times are truncated to microseconds on both (DuckDB's cast rounded 23:59:59.999999999 up to
-    the next day: EVENT_TIME_OUTSIDE_DT on DuckDB only)."""
+    the next day: EVENT_TIME_OUTSIDE_DT on DuckDB only). Event times as text: the forms only one engine read (hour
+    24 and offsets beyond 18 hours on DuckDB; an hour alone, a trailing space or line break, a space before the
+    offset on Spark) are null on both (EVENT_TIME_UNPARSEABLE)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -348,7 +350,7 @@ def test_odd_types_read_alike_on_both_engines(spark, tmp_path):
     day0, day1 = sorted((tmp_path / "logs").glob("dt=*"))
     odd_pos, odd_prop = ["0x2", "1.5", " 2", "2.0", "+1"], ["0.2d", "1e-1", "0x1", " 0.5", ".5"]
 
-    def rewrite(day, position_type, position, propensity_type, propensity, nanos=False):
+    def rewrite(day, position_type, position, propensity_type, propensity, nanos=False, text_times=False):
         for f in sorted(day.rglob("*.parquet")):
             t = pq.read_table(f)
             rows = [[dict(s, position=position(r, s["position"]), propensity=propensity(r, s["propensity"]))
@@ -356,6 +358,13 @@ def test_odd_types_read_alike_on_both_engines(spark, tmp_path):
             typ = pa.list_(pa.struct([("position", position_type), ("ad_id", pa.string()),
                                       ("propensity", propensity_type), ("reward", pa.float64())]))
             t = t.set_column(t.schema.get_field_index("slots"), "slots", pa.array(rows, typ))
+            if text_times:  # event times as text: the first rows in forms only one engine read, then ISO text
+                day_ = day.name[3:]
+                odd = [f"{day_} 24:00:00", f"{day_}T12:00:00+18:30", f"{day_} 10", f"{day_} ", f"{day_}\n",
+                       f"{day_} 10:00:00 +02:00"]
+                iso = [v.isoformat(sep=" ") for v in t.column("event_time").to_pylist()]
+                t = t.set_column(t.schema.get_field_index("event_time"), "event_time",
+                                 pa.array(odd + iso[len(odd):], pa.string()))
             if nanos:       # nanosecond event times (pandas' default), the first at 23:59:59.999999999 of its day
                 ns = t.column("event_time").cast(pa.timestamp("ns", tz="UTC")).to_pylist()
                 last = pd.Timestamp(day.name[3:], tz="UTC") + pd.Timedelta(days=1) - pd.Timedelta(1, "ns")
@@ -365,7 +374,7 @@ def test_odd_types_read_alike_on_both_engines(spark, tmp_path):
 
     rewrite(day0, pa.float64(), lambda r, p: p + 0.5 if r < 6 else float(p), pa.float64(), lambda r, p: p, True)
     rewrite(day1, pa.string(), lambda r, p: odd_pos[r] if r < 5 else str(p), pa.string(),
-            lambda r, p: odd_prop[r - 5] if 5 <= r < 10 else repr(p))
+            lambda r, p: odd_prop[r - 5] if 5 <= r < 10 else repr(p), text_times=True)
     got = {}
     for name in ("duckdb", "spark"):
         eng = open_engine(name, "test", spark=spark if name == "spark" else None)
@@ -376,6 +385,7 @@ def test_odd_types_read_alike_on_both_engines(spark, tmp_path):
     assert a.window.counts == b.window.counts
     assert a.window.counts["logs"]["rows_quarantined"] > 0
     assert "EVENT_TIME_OUTSIDE_DT" not in a.window.counts["logs"]["by_reason"]   # DuckDB rounded up to the next day
+    assert a.window.counts["logs"]["by_reason"]["EVENT_TIME_UNPARSEABLE"] == 6
     keys, num = ["policy_id", "estimator", "interval_kind"], ["value", "std_error", "ci_low", "ci_high"]
     _equal_frames(a.estimates[keys + num], b.estimates[keys + num], keys, "estimates")
 
