@@ -229,6 +229,15 @@ def test_duckdb_settings_are_not_checked_for_spark(monkeypatch):
     assert check_environment("spark") == {}
 
 
+def test_memory_setting_bounds_are_the_16MB_the_message_names():
+    from scavenger.engines.duck_settings import check_memory_setting
+    from scavenger.errors import UsageError
+
+    assert check_memory_setting("16MB") == "16MB"           # the documented lower bound, as DuckDB reads MB (10^6)
+    with pytest.raises(UsageError, match="at least 16MB"):
+        check_memory_setting("15MB")
+
+
 # -- 6. generate -------------------------------------------------------------------------------------------------
 
 GEN = ["generate", "--engine", "duckdb", "--days", "1", "--events-per-day", "100"]

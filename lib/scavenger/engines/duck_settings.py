@@ -24,7 +24,7 @@ def default_memory_limit() -> str:
     return f"{max(1, int(_machine_memory_bytes() * 0.6) >> 20)}MB"
 
 
-MIN_MEMORY = 16 << 20          # below this DuckDB cannot run a single statement of a pass
+MIN_MEMORY = 16 * 1000 ** 2    # 16MB as DuckDB reads it: below this DuckDB cannot run a single statement of a pass
 _UNITS = {"": None, "B": 1, "K": 1000, "KB": 1000, "M": 1000 ** 2, "MB": 1000 ** 2, "G": 1000 ** 3,
           "GB": 1000 ** 3, "T": 1000 ** 4, "TB": 1000 ** 4, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30,
           "TIB": 1 << 40}
