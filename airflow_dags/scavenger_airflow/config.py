@@ -80,7 +80,7 @@ DEFAULTS: dict = {
     "catalog": None,           # a database of the Spark session's catalog: results also as tables <db>.<name>
     "prior_mean": None,        # None -> the job's default (logged mean reward)
     "adc_source": "daily",     # daily: evaluate uses this dt's `adc` task output; estimate: its own window
-    "adc_method": None,        # None -> the job's default (variance_optimal)
+    "adc_method": None,        # None -> the job's default (heuristic)
     "stats_command": "auto",   # auto: `stats` if that job exists, else `evaluate` over the single day
     "report": "required",      # required | if_available (skip, with a warning, when the job is absent) | off
     "spark_conf": {},          # extra --conf for every job, e.g. {"spark.executor.memory": "4g"}
