@@ -394,10 +394,13 @@ def test_no_row_vanishes_between_the_directories_and_the_counts(tmp_path, capsys
     shutil.copytree(tmp_path / "d" / "logs" / "dt=2026-01-02", tmp_path / "d" / "logs" / "dt=__HIVE_DEFAULT_PARTITION__")
     argv = ["evaluate", "--logs", str(tmp_path / "d" / "logs"), "--decisions", str(tmp_path / "d" / "decisions"),
             "--engine", "duckdb", "--out", str(tmp_path / "out")]
-    assert main(argv) == 0
+    # the undated directory's 100 rows belong to no day: counted from their footers and judged (exit 3 above the
+    # quarantine share; before, they were only named on stderr)
+    assert main(argv) == 3
     logs = json.loads((tmp_path / "out" / "result.json").read_text())["counts"]["logs"]
-    assert (logs["rows_in"], logs["rows_used"], logs["rows_quarantined"]) == (200, 200, 0)
+    assert (logs["rows_in"], logs["rows_used"], logs["rows_quarantined"], logs["rows_without_dt"]) == (200, 200, 0, 100)
     assert "skipped 1 directory whose name holds no date (dt=__HIVE_DEFAULT_PARTITION__)" in capsys.readouterr().err
+    assert main([*argv, "--max-quarantine-share", "0.5"]) == 0
 
     _rewrite(tmp_path / "d" / "logs", lambda t: t.slice(0, 0))
     assert main(argv) == 3

@@ -55,7 +55,8 @@ def _within_days(ctx: pd.DataFrame, keys: list) -> dict:
     from .vector import pooled_chi2, sparse_chi2
 
     one = "dt" not in ctx.columns or ctx["dt"].nunique(dropna=False) <= 1
-    per = sparse_chi2(ctx, keys if one else keys + ["dt"], "value", "ad_id")
+    # the merged context_cells hold one row per (dt, keys, value, ad): a window's cells need no summing first
+    per = sparse_chi2(ctx, keys if one else keys + ["dt"], "value", "ad_id", unique=not one)
     if one:
         per["levels"] = per[["r", "c"]].max(axis=1)
         return per.to_dict("index")

@@ -19,18 +19,24 @@ import pandas as pd
 CHI2_COLUMNS = ["n", "r", "c", "chi2", "dof", "p_value", "v", "v_bc"]
 
 
-def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n") -> pd.DataFrame:
+def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n",
+                unique: bool = False) -> pd.DataFrame:
     """Per group of ``keys``: the chi-square test of independence of ``row`` x ``col`` with counts ``n``.
 
     chi2 = N (sum_cells O^2 / (R C) - 1) (the Pearson identity, over non-zero cells), dof = (r-1)(c-1), V and
     the bias-corrected V_bc of :func:`scavenger.checks.contingency.chi2_cramers_v`; a group with r < 2, c < 2 or
-    N < 2 gets chi2 = 0, p = 1, V = 0 as there. Indexed by ``keys`` (sorted)."""
+    N < 2 gets chi2 = 0, p = 1, V = 0 as there. Indexed by ``keys`` (sorted). ``unique``: ``cells`` holds one row
+    per (keys, row, col) already (a merged statistics table), so they are not summed first."""
     from ..estimators.distributions import chi2_sf
 
     if not len(cells):
         return pd.DataFrame(columns=CHI2_COLUMNS, index=pd.MultiIndex.from_tuples([], names=keys))
-    d = cells.groupby(keys + [row, col], sort=False, as_index=False)[n].sum()
-    d = d[d[n] > 0]
+    if unique:
+        d = cells[list(dict.fromkeys(keys + [row, col, n]))]
+        d = d[(d[n] > 0) & d[keys + [row, col]].notna().all(axis=1)]
+    else:
+        d = cells.groupby(keys + [row, col], sort=False, as_index=False)[n].sum()
+        d = d[d[n] > 0]
     # integer codes of the group, row and column values (one factorization each): the rest groups by integers
     grouped = d.groupby(keys, sort=True)
     group_keys = grouped.size().index

@@ -40,6 +40,7 @@ class Source:
     days: dict = field(default_factory=dict)    # files: {date: [FileGroup]}; undivided sources use key None
     obj: object = None                          # table name, Spark DataFrame or pyarrow Table
     signature: dict = field(default_factory=dict)  # files: {date: [[relpath, size, mtime_ns], ...]}
+    undated: list = field(default_factory=list)    # files: the dt= directories whose name holds no date
 
     @property
     def local(self) -> bool:
@@ -113,8 +114,9 @@ def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Sourc
 
         shown = ", ".join(sorted(undated)[:5]) + (f" and {len(undated) - 5} more" if len(undated) > 5 else "")
         note(f"{flag}: skipped {len(undated)} director{'y' if len(undated) == 1 else 'ies'} whose name holds no "
-             f"date ({shown}): their rows belong to no day of any window")
-    src = Source(kind="files", name=text, uri=uri)
+             f"date ({shown}): their rows belong to no day of any window; they are counted and judged as rows "
+             f"without a date")
+    src = Source(kind="files", name=text, uri=uri, undated=[fs.join(uri, n) for n in sorted(undated)] if parts else [])
     if parts:
         for day, day_uri in sorted(parts.items()):
             if (date_from and day < date_from) or (date_to and day > date_to):

@@ -76,10 +76,15 @@ def window_dates(engine, inputs: Inputs) -> list:
 
 def undated_rows(engine, inputs: Inputs) -> dict:
     """{"logs": n, "decisions": n}: rows of an undivided source (a file or DataFrame holding a dt column) whose dt
-    is null or not a date. No day holds them, so no window reads them (like a ``dt=`` directory that names no
-    date); they are counted here so that they never vanish: the gate judges them with the quarantined rows."""
+    is null or not a date, and rows under a ``dt=`` directory that names no date (``__HIVE_DEFAULT_PARTITION__``,
+    counted from the Parquet footers). No day holds them, so no window reads them; they are counted here so that
+    they never vanish: the gate judges them with the quarantined rows."""
     out = {}
     for table, source, contract in (("logs", inputs.logs, LOGS), ("decisions", inputs.decisions, DECISIONS)):
+        if source is not None and source.undated:
+            n = _footer_rows(source.undated)
+            if n:
+                out[table] = n
         if source is None or source.dates() is not None:
             continue
         engine.read(f"scv_undated_{table}", source, load_contract(contract), None)
@@ -91,6 +96,24 @@ def undated_rows(engine, inputs: Inputs) -> dict:
                  f"no day of any window; give each row the UTC date of its event (dt)")
             out[table] = n
     return out
+
+
+def _footer_rows(dirs: list) -> int:
+    """Rows of the Parquet files under ``dirs`` (``dt=`` directories that name no date), from their footers."""
+    import pyarrow.parquet as pq
+
+    from ..io import fs
+
+    total = 0
+    for d in dirs:
+        for f in fs.data_files(d):
+            loc = fs.resolve(f[0])
+            try:
+                with loc.fs.open_input_file(loc.path) as fh:
+                    total += pq.ParquetFile(fh).metadata.num_rows
+            except (OSError, ValueError):      # not a Parquet file: it holds no rows this job could read
+                continue
+    return total
 
 
 def decision_rows_without_logs(inputs: Inputs, dates: list) -> dict:
