@@ -383,3 +383,18 @@ def test_adc_table_that_cannot_serve_is_exit_2_naming_it(data, tmp_path, capsys,
                                                                                                       index=False)
     _refused(capsys, _evaluate(data, tmp_path / "o", "--adc", str(path), "--estimators", "factored"), str(path),
              *words)
+
+
+def test_a_reader_that_goes_away_is_no_internal_error(tmp_path):
+    """`scavenger generate ... 2>&1 | head -1`: the reader closes the pipe after one line. The job finishes, writes
+    its outputs and exits 0 (before: BrokenPipeError on the next progress line, exit 1, an internal error)."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "scavenger", "generate", "--out", str(tmp_path / "gen"), "--events",
+                          "2000", "--days", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    first = p.stdout.readline()
+    p.stdout.close()
+    assert p.wait(timeout=300) == 0 and first.startswith(b"[scavenger]")
+    assert (tmp_path / "gen" / "_manifest.json").exists()

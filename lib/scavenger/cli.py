@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .streams import pipe_safe
+
+    with pipe_safe():          # a reader that goes away (| head) never turns a job into an internal error
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("SCAVENGER_DEBUG") == "1"
     try:
