@@ -398,3 +398,13 @@ def test_a_reader_that_goes_away_is_no_internal_error(tmp_path):
     p.stdout.close()
     assert p.wait(timeout=300) == 0 and first.startswith(b"[scavenger]")
     assert (tmp_path / "gen" / "_manifest.json").exists()
+
+
+@pytest.mark.parametrize("flag", ["--policies", "--estimators"])
+def test_a_list_of_nothing_is_exit_2(tmp_path, capsys, flag):
+    """`--policies ,` and `--estimators ,` name nothing: exit 2 saying so (before: read as every policy and as the
+    default set, exit 0)."""
+    build(tmp_path / "d", per_day=20)
+    code = main(["evaluate", "--logs", str(tmp_path / "d" / "logs"), "--decisions", str(tmp_path / "d" / "decisions"),
+                 "--engine", "duckdb", "--out", str(tmp_path / "o"), flag, " , "])
+    assert code == 2 and "names no" in capsys.readouterr().err

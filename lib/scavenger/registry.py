@@ -150,6 +150,9 @@ def resolve(requested) -> list[str]:
         if not item:
             continue
         out += list(GROUPS[item]) if item in GROUPS else [get(item).name]
+    if not out:
+        raise UsageError(f"--estimators {','.join(requested)!r} names no estimator; choose from {', '.join(names())}, "
+                         f"or leave the flag out for the default set")
     return list(dict.fromkeys(out))
 
 

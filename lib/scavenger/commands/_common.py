@@ -123,7 +123,10 @@ def prepare_inputs(args, decisions: bool = True):
     if getattr(args, "batch_days", None) is not None and args.batch_days < 0:
         raise UsageError(f"--batch-days must be >= 0, got {args.batch_days}")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()] \
-        if decisions and getattr(args, "policies", None) else None
+        if decisions and getattr(args, "policies", None) is not None else None
+    if policies == []:
+        raise UsageError(f"--policies {args.policies!r} names no policy: give a comma list of policy ids, or leave "
+                         f"the flag out for every policy")
     if decisions and getattr(args, "max_policies", 1) < 1:
         raise UsageError("--max-policies must be >= 1")
     return describe_inputs(args.logs, getattr(args, "decisions", None) if decisions else None, args.date_from,
