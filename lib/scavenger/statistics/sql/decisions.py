@@ -142,9 +142,9 @@ WITH d AS (
 ), p AS (
   SELECT g.*, NOT (reasons <> 0 OR {any_flag_sql(keyed)}) AS clean,
     CASE WHEN simple THEN {det_simple}
-         ELSE size(array_distinct(transform(filter(dslots, x -> x.probability > 0),
-                                            x -> named_struct('p', x.position, 'a', x.ad_id))))
-              = size(array_distinct(transform(filter(dslots, x -> x.probability > 0), x -> x.position))) END AS det
+         WHEN size(filter(dslots, x -> x.probability > 0 AND x.probability < 1)) = 0 THEN true
+         ELSE size(filter(dslots, x -> x.probability > 0 AND x.probability < 1 AND size(filter(dslots,
+                  y -> y.position = x.position AND y.probability > 0 AND y.ad_id <> x.ad_id)) > 0)) = 0 END AS det
   FROM g
 )
 SELECT {", ".join(out)}
