@@ -24,7 +24,8 @@ def dataset(tmp_path_factory):
 def test_catalog_tables_replaced_per_dt(spark, dataset, tmp_path):
     spark.sql("CREATE DATABASE IF NOT EXISTS scv_test")
     argv = ["evaluate", "--logs", f"{dataset}/logs", "--decisions", f"{dataset}/decisions", "--estimators",
-            "pi,ips", "--policies", "det,sto", "--by-day", "--catalog", "scv_test", "--max-quarantine-share", "0.5", "--no-great-expectations",
+            "pi,ips", "--policies", "det,sto", "--by-day", "--catalog", "scv_test", "--max-quarantine-share", "0.5",
+            "--no-great-expectations",
             "--gate", "report"]
     assert main(argv + ["--out", str(tmp_path / "a")]) == 0
     first = spark.table("scv_test.estimates").toPandas()
@@ -68,7 +69,8 @@ def test_file_uris_everywhere(dataset, tmp_path):
     try:
         code = main(["evaluate", "--logs", f"file://{dataset}/logs", "--decisions", f"file://{dataset}/decisions",
                      "--out", f"file://{tmp_path}/ev", "--stats-dir", f"file://{tmp_path}/stats", "--estimators",
-                     "pi", "--policies", "det,sto", "--max-quarantine-share", "0.5", "--no-great-expectations", "--gate", "report"])
+                     "pi", "--policies", "det,sto", "--max-quarantine-share", "0.5", "--no-great-expectations",
+                     "--gate", "report"])
     finally:
         os.chdir(cwd)
     assert code == 0

@@ -61,7 +61,8 @@ def _undated_row(name: str, c: dict, max_share: float) -> list[dict]:
     """The verdict on rows without a date (``rows_without_dt``): judged like quarantined rows."""
     rows = []
     for key, why in (("rows_without_dt", "have a null dt or one that is not a date"),
-                     ("rows_without_logs", f"lie in day(s) the logs lack ({', '.join(c.get('days_without_logs', [])[:5])})")):
+                     ("rows_without_logs",
+                      f"lie in day(s) the logs lack ({', '.join(c.get('days_without_logs', [])[:5])})")):
         n = c.get(key, 0)
         if not n:
             continue
