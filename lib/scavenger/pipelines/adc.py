@@ -10,7 +10,7 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed
-from .common import GateConfig, Inputs, Window, require_clean_rows, run_window
+from .common import GateConfig, Inputs, Window, concat_days, require_clean_rows, run_window
 
 
 @dataclass
@@ -72,7 +72,7 @@ def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=Non
     if options.by_day:
         frames = [_checked(E.adc_rows(stats.day(d), options.methods, options.level, options.dcg_base,
                                       options.smoothing), window).assign(dt=d) for d in stats.dates]
-        by_day = pd.concat(frames, ignore_index=True) if frames else None
+        by_day = concat_days(frames)
     return AdcResult(table=table, window=window, by_day=by_day)
 
 

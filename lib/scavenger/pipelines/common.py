@@ -116,6 +116,16 @@ def _footer_rows(dirs: list) -> int:
     return total
 
 
+def concat_days(frames: list) -> pd.DataFrame | None:
+    """The per-day frames of a --by-day run one below the other; a day's all-null columns (an empty day, nothing to
+    estimate) take the other days' types instead of deciding them (pandas' concatenation rule to come)."""
+    if not frames:
+        return None
+    cols = list(dict.fromkeys(c for f in frames for c in f.columns))
+    parts = [f.dropna(axis=1, how="all") for f in frames] if len(frames) > 1 else frames
+    return pd.concat(parts, ignore_index=True).reindex(columns=cols)
+
+
 def decision_rows_without_logs(inputs: Inputs, dates: list) -> dict:
     """{day: rows} of the decisions' ``dt=`` partitions inside the window (``--from``..``--to``, else the logs'
     first..last day) for which the logs hold no partition: no pass reads them, so they are counted from their

@@ -14,7 +14,7 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError
-from .common import GateConfig, Inputs, Window, require_clean_rows, run_window
+from .common import GateConfig, Inputs, Window, concat_days, require_clean_rows, run_window
 from .derived import derived_policies
 
 
@@ -245,7 +245,7 @@ def _by_day(stats, policies, run, options, window, derived=()) -> pd.DataFrame:
             ctx.scavenging = sums[sums["dt"] == d].drop(columns=["dt"])
         est = finish(estimate_window(day, policies, run, ctx, derived), ctx, window, options.level)
         frames.append(est.assign(dt=d))
-    return pd.concat(frames, ignore_index=True) if frames else None
+    return concat_days(frames)
 
 
 def _diagnostics(stats, policies, ctx: E.Context, notes: list) -> pd.DataFrame:
