@@ -37,23 +37,22 @@ def _counts(pdf: pd.DataFrame, codes: list) -> dict:
 
 def row_counts(stats, undated: dict | None = None, orphans: dict | None = None) -> dict:
     """{"logs": ..., "decisions": ...}: rows in = rows used + rows quarantined, exactly, per table and per dt.
-    ``undated``: rows of an undivided source without a date (common.undated_rows), outside every dt, counted as
+    ``undated``: rows no day holds (common.window_days), outside every dt, counted as
     ``rows_without_dt`` beside them; ``orphans``: {day: rows} of decision days in the window the logs lack
     (common.decision_rows_without_logs), counted as ``rows_without_logs`` with their ``days_without_logs``."""
-    out = {"logs": _counts(_per_day(stats, "log_counts"), LOG_REASONS)}
+    lc = _per_day(stats, "log_counts")
+    out = {"logs": _counts(lc, LOG_REASONS)}
+    if len(lc) and "null_propensity_events" in lc:
+        out["logs"]["null_propensity_events"] = int(lc["null_propensity_events"].sum())
+    dc = _per_day(stats, "decision_counts")
+    if len(dc):
+        out["decisions"] = _counts(dc, DECISION_REASONS)
     for table, n in (undated or {}).items():
         out.setdefault(table, _counts(pd.DataFrame(), []))["rows_without_dt"] = int(n)
     if orphans:
         d = out.setdefault("decisions", _counts(pd.DataFrame(), []))
         d["rows_without_logs"] = int(sum(orphans.values()))
         d["days_without_logs"] = [str(day) for day in sorted(orphans)]
-    lc = _per_day(stats, "log_counts")
-    if len(lc) and "null_propensity_events" in lc:
-        out["logs"]["null_propensity_events"] = int(lc["null_propensity_events"].sum())
-    dc = _per_day(stats, "decision_counts")
-    if len(dc):
-        out["decisions"] = dict(_counts(dc, DECISION_REASONS), **{
-            k: v for k, v in out.get("decisions", {}).items() if k.endswith("without_dt") or "without_logs" in k})
     return out
 
 

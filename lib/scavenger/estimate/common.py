@@ -61,23 +61,24 @@ def not_identified(policy_id, estimator, reason, n=0, level=None, **extra) -> di
     return row(policy_id, estimator, n=n, level=level, identified=False, reason=reason, **extra)
 
 
+def _policy_events(stats, policy_id: str, column: str) -> int:
+    """The sum of policy_events' ``column`` over the policy's days (0 where the stored days lack the column)."""
+    pe = stats.table("policy_events")
+    if not len(pe) or column not in pe.columns:
+        return 0
+    return int(pe.loc[pe["policy_id"] == policy_id, column].sum())
+
+
 def reorders_logged_slate(stats, policy_id: str) -> bool:
     """The target shows exactly the logged ads (in any order) on every event it decides (policy_events'
     n_reorder): its choice is a function of the logged slate, not of the context alone."""
-    pe = stats.table("policy_events")
-    if not len(pe) or "n_reorder" not in pe.columns:
-        return False
-    rec = pe[pe["policy_id"] == policy_id]
-    n = int(rec["n_events"].sum())
-    return n > 0 and int(rec["n_reorder"].sum()) == n
+    n = _policy_events(stats, policy_id, "n_events")
+    return n > 0 and _policy_events(stats, policy_id, "n_reorder") == n
 
 
 def short_events(stats, policy_id: str) -> int:
     """Events on which the target lists no ad at a position the logged row holds (policy_events' n_short)."""
-    pe = stats.table("policy_events")
-    if not len(pe) or "n_short" not in pe.columns:
-        return 0
-    return int(pe.loc[pe["policy_id"] == policy_id, "n_short"].sum())
+    return _policy_events(stats, policy_id, "n_short")
 
 
 def short_reason(n_short: int, n: int, what: str) -> str:

@@ -190,6 +190,22 @@ def _local_files(root: str) -> list[tuple[str, int, int]]:
     return out
 
 
+def parquet_rows(uris) -> int:
+    """Rows of the Parquet files ``uris`` from their footers (no row read); a file that is not Parquet holds none
+    a job could read."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for uri in uris:
+        loc = resolve(uri)
+        try:
+            with loc.fs.open_input_file(loc.path) as fh:
+                total += pq.ParquetFile(fh).metadata.num_rows
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def _child_uri(loc: Location, rel: str) -> str:
     return os.path.join(loc.path, rel) if is_local(loc.uri) else posixpath.join(loc.uri, rel)
 

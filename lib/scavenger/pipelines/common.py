@@ -65,55 +65,44 @@ def describe_inputs(logs, decisions=None, date_from=None, date_to=None, policies
 
 def window_dates(engine, inputs: Inputs) -> list:
     """The days of the window: from the dt= directories when the logs have them, else one query of dt values."""
-    known = inputs.logs.dates()
-    if known is None:
-        engine.read("scv_dates", inputs.logs, load_contract(LOGS), None)
-        df = engine.fetch("SELECT DISTINCT dt FROM scv_dates WHERE dt IS NOT NULL", "dates")
-        known = sorted(df["dt"].tolist())
-    return [d for d in known if (inputs.date_from is None or d >= inputs.date_from)
-            and (inputs.date_to is None or d <= inputs.date_to)]
+    return window_days(engine, inputs)[0]
 
 
-def undated_rows(engine, inputs: Inputs) -> dict:
-    """{"logs": n, "decisions": n}: rows of an undivided source (a file or DataFrame holding a dt column) whose dt
-    is null or not a date, and rows under a ``dt=`` directory that names no date (``__HIVE_DEFAULT_PARTITION__``,
-    counted from the Parquet footers). No day holds them, so no window reads them; they are counted here so that
-    they never vanish: the gate judges them with the quarantined rows."""
-    out = {}
-    for table, source, contract in (("logs", inputs.logs, LOGS), ("decisions", inputs.decisions, DECISIONS)):
-        if source is not None and source.undated:
-            n = _footer_rows(source.undated)
-            if n:
-                out[table] = n
-        if source is None or source.dates() is not None:
-            continue
-        engine.read(f"scv_undated_{table}", source, load_contract(contract), None)
-        n = int(engine.fetch(f"SELECT count(*) AS n FROM scv_undated_{table} WHERE dt IS NULL", "undated")["n"][0])
-        if n:
-            from ..progress import note
-
-            note(f"--{table}: {n} row(s) of {source.name} have a null dt or one that is not a date: they belong to "
-                 f"no day of any window; give each row the UTC date of its event (dt)")
-            out[table] = n
-    return out
-
-
-def _footer_rows(dirs: list) -> int:
-    """Rows of the Parquet files under ``dirs`` (``dt=`` directories that name no date), from their footers."""
-    import pyarrow.parquet as pq
-
+def window_days(engine, inputs: Inputs) -> tuple[list, dict]:
+    """(the days of the window, {"logs": n, "decisions": n} of the rows no day holds). The days come from the dt=
+    directories when the logs have them, else from one query of an undivided source's dt values, which counts its
+    rows whose dt is null or not a date in the same read. Rows under a ``dt=`` directory that names no date
+    (``__HIVE_DEFAULT_PARTITION__``) are counted from the Parquet footers. No window reads those rows; they are
+    counted so that they never vanish: the gate judges them with the quarantined rows."""
     from ..io import fs
 
-    total = 0
-    for d in dirs:
-        for f in fs.data_files(d):
-            loc = fs.resolve(f[0])
-            try:
-                with loc.fs.open_input_file(loc.path) as fh:
-                    total += pq.ParquetFile(fh).metadata.num_rows
-            except (OSError, ValueError):      # not a Parquet file: it holds no rows this job could read
-                continue
-    return total
+    undated, known = {}, inputs.logs.dates()
+    for table, source, contract in (("logs", inputs.logs, LOGS), ("decisions", inputs.decisions, DECISIONS)):
+        if source is None:
+            continue
+        n = fs.parquet_rows(f[0] for d in source.undated for f in fs.data_files(d))
+        if source.dates() is None:
+            days, n_null = _dt_values(engine, f"scv_dates_{table}", source, contract)
+            known = days if table == "logs" else known
+            if n_null:
+                from ..progress import note
+
+                note(f"--{table}: {n_null} row(s) of {source.name} have a null dt or one that is not a date: they "
+                     f"belong to no day of any window; give each row the UTC date of its event (dt)")
+            n += n_null
+        if n:
+            undated[table] = n
+    dates = [d for d in known if (inputs.date_from is None or d >= inputs.date_from)
+             and (inputs.date_to is None or d <= inputs.date_to)]
+    return dates, undated
+
+
+def _dt_values(engine, name: str, source, contract: str) -> tuple[list, int]:
+    """(the dates an undivided source holds, its rows whose dt is null): one query."""
+    engine.read(name, source, load_contract(contract), None)
+    df = engine.fetch(f"SELECT dt, count(1) AS n FROM {name} GROUP BY dt", "dates")
+    null = df["dt"].isna()
+    return sorted(df.loc[~null, "dt"].tolist()), int(df.loc[null, "n"].sum())
 
 
 def concat_days(frames: list) -> pd.DataFrame | None:
@@ -160,8 +149,7 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     """One pass per missing day, merged statistics, and the verdicts of ``checks`` (none with the gate off)."""
     from ..progress import phase
 
-    dates = window_dates(engine, inputs)
-    undated = undated_rows(engine, inputs)
+    dates, undated = window_days(engine, inputs)
     if not dates:
         why = (f": its {undated['logs']} row(s) have a null dt or one that is not a date; give each row the UTC "
                f"date of its event (dt)") if undated.get("logs") else ""

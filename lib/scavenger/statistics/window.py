@@ -239,19 +239,11 @@ def auto_batch_days(engine, logs, decisions, days) -> int:
 
 def _day_rows(source, day) -> int | None:
     """Rows of a file source's day from the Parquet footers; None when not known without reading rows."""
-    import pyarrow.parquet as pq
-
     from ..io import fs
 
     if source.kind != "files" or None in source.days:
         return None
-    total = 0
-    for group in source.days.get(day, []):
-        for f in group.files:
-            loc = fs.resolve(f)
-            with loc.fs.open_input_file(loc.path) as fh:
-                total += pq.ParquetFile(fh).metadata.num_rows
-    return total
+    return fs.parquet_rows(f for group in source.days.get(day, []) for f in group.files)
 
 
 def store_root(store: Store, name: str) -> str:
