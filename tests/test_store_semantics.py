@@ -178,3 +178,37 @@ def test_a_malformed_day_manifest_is_no_manifest(tmp_path, body):
     assert store.manifest(D0) is None
     (tmp_path / "_manifest" / "dt=2026-03-01.json").write_text(json.dumps({"tables": ["log_counts"], "K": 3}))
     assert store.manifest(D0)["K"] == 3
+
+
+def _as_legacy_ids(store) -> None:
+    """Rewrite a store's event ids as a store written before they were integers holds them: the hex text of the
+    16 digits (id + 2^63 in hex) under event_ids/ instead of event_hashes/."""
+    for part in sorted((store / "event_hashes").glob("dt=*")):
+        ids = pd.concat([pd.read_parquet(f) for f in part.glob("*.parquet")])
+        text = [format(int(v) + 2 ** 63, "016x") for v in ids["id_hash"]]
+        os.makedirs(store / "event_ids" / part.name)
+        pd.DataFrame({"id_hash": text}).to_parquet(store / "event_ids" / part.name / "part-0.parquet")
+    shutil.rmtree(store / "event_hashes")
+
+
+def test_event_ids_stored_as_hex_text_still_find_copies(tmp_path):
+    """Days stored with the ids as hex text (before they were integers) are read as the same ids: a new day's copy
+    of an earlier day's id is flagged, and a day read now that repeats an id of a later stored day has that day
+    scanned again, as with the integers."""
+    data = build_random(7, K=2, n_ads=5, days=(0, 1, 2), per_day=60, with_nulls=False)
+    root, store = tmp_path / "d", tmp_path / "s"
+    day = lambda i: D0 + dt.timedelta(i)  # noqa: E731
+    _set_id(data, 2, 0, [r for r in data["logs"] if r["dt"] == day(1)][0]["event_id"])
+    write_parquet(data, str(root), days={day(1)})
+    _run(root, tmp_path / "first", stats=store)
+    _as_legacy_ids(store)
+    write_parquet(data, str(root), days={day(0), day(2)})
+    new, _ = _run(root, tmp_path / "new", "--from", day(2).isoformat(), stats=store)
+    assert new["counts"]["logs"]["by_reason"] == {"DUPLICATE_EVENT_ID": 1}
+    assert new["counts"]["days_scanned"] == 1
+    _as_legacy_ids(store)
+    _set_id(data, 0, 0, [r for r in data["logs"] if r["dt"] == day(1)][1]["event_id"])
+    write_parquet(data, str(root), days={day(0)})
+    _run(root, tmp_path / "backfill", "--to", day(0).isoformat(), stats=store)
+    assert not (store / "_manifest" / f"dt={day(1)}.json").exists()   # day 1 repeats day 0's id: scanned again
+    assert (store / "_manifest" / f"dt={day(2)}.json").exists()

@@ -45,7 +45,8 @@ def _forbidden(tree) -> list[str]:
 
 def _rules(node):
     """Spellings sqlglot leaves to us: ``conv(x, 16, 10)`` (hex text to decimal text) is
-    ``CAST(CAST('0x' || x AS BIGINT) AS VARCHAR)`` in DuckDB; the index of ``transform(arr, (x, i) -> ...)``
+    ``CAST(CAST('0x' || x AS BIGINT) AS VARCHAR)`` in DuckDB, and cast to a number ``CAST('0x' || x AS BIGINT)``
+    (then the number's type) with no text in between; the index of ``transform(arr, (x, i) -> ...)``
     counts from 0 in Spark and from 1 in DuckDB; ``unix_seconds`` truncates in Spark (floor of the epoch);
     ``from_json(text, 'type')`` is a cast of JSON and ``timestamp_micros`` is ``make_timestamptz``."""
     from sqlglot import exp
@@ -69,13 +70,33 @@ def _rules(node):
         return exp.Cast(this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("JSON")), to=to)
     if isinstance(node, exp.Anonymous) and node.name.lower() == "timestamp_micros" and len(node.expressions) == 1:
         return exp.Anonymous(this="MAKE_TIMESTAMPTZ", expressions=[node.expressions[0].copy()])
+    if isinstance(node, exp.Cast) and _hex_conv(node.this) is not None \
+            and node.to.this in exp.DataType.NUMERIC_TYPES:
+        # CAST(conv(x, 16, 10) AS <number>): the hex text straight to BIGINT (no text in between), then the type
+        number = _hex_bigint(_hex_conv(node.this))
+        return number if node.to.this == exp.DataType.Type.BIGINT else exp.Cast(this=number, to=node.to.copy())
+    if _hex_conv(node) is not None:
+        return exp.Cast(this=_hex_bigint(_hex_conv(node)), to=exp.DataType.build("VARCHAR"))
+    return node
+
+
+def _hex_conv(node):
+    """x of ``conv(x, 16, 10)`` (hex text to decimal text), else None."""
+    from sqlglot import exp
+
     if isinstance(node, exp.Anonymous) and node.name.lower() == "conv":
         args = node.expressions
         if len(args) == 3 and args[1].name == "16" and args[2].name == "10":
-            hexed = exp.Cast(this=exp.DPipe(this=exp.Literal.string("0x"), expression=args[0]),
-                             to=exp.DataType.build("BIGINT"))
-            return exp.Cast(this=hexed, to=exp.DataType.build("VARCHAR"))
-    return node
+            return args[0]
+    return None
+
+
+def _hex_bigint(text):
+    """DuckDB's BIGINT of hex text: CAST('0x' || text AS BIGINT)."""
+    from sqlglot import exp
+
+    return exp.Cast(this=exp.DPipe(this=exp.Literal.string("0x"), expression=text.copy()),
+                    to=exp.DataType.build("BIGINT"))
 
 
 def _explode_branches(value):

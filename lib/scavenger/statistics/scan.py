@@ -24,11 +24,12 @@ from .sql import logs as L
 from .sql import tables as T
 from .tables import split_factored, split_policy_groups
 
-STATS_VERSION = 7   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
+STATS_VERSION = 8   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
 #                     factored sums and extra positions (wide columns for the positions most rows hold);
 #                     6: CONTEXT_DUPLICATE_KEY in log_counts; m_r, impressions with a known slot reward
 #                     (ad_position, policy_ads; m_boot counts them); 7: n_short in policy_events; nanosecond
-#                     and text event times read alike on both engines (rows clean on one engine only before)
+#                     and text event times read alike on both engines (rows clean on one engine only before);
+#                     8: event_ids' id_hash a BIGINT (the hex text before)
 WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
 WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it
 BY_VALUE_EVENTS = 20  # ad_position sums per scope-key value first when the values average >= 20 events each
@@ -111,16 +112,18 @@ class ScanResult:
 
 
 def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig = StatsConfig(),
-              quarantine_dir: str | None = None, run_id: str = "adhoc", prior_ids: list | None = None,
+              quarantine_dir: str | None = None, run_id: str = "adhoc", prior_ids: list | tuple | None = None,
               batch: str = "b0", derived: list | None = None, prior_relations: list | None = None) -> ScanResult:
     """The one pass over ``days`` (see module doc). ``logs``/``decisions``: :class:`scavenger.io.sources.Source`;
-    ``prior_ids``: stored event-id files of earlier days (cross-day duplicates); ``prior_relations``: the engine's
-    event-id relations of this run's earlier passes over days not stored; ``derived``: SQL of derived decisions over
-    scv_ev (re-orderings of the logged slates, statistics/reorder.py), joined like the others."""
+    ``prior_ids``: stored event-id files of earlier days (cross-day duplicates), or (those files, the files of
+    days stored with the ids as hex text: Store.legacy_id_files); ``prior_relations``: the engine's event-id
+    relations of this run's earlier passes over days not stored; ``derived``: SQL of derived decisions over scv_ev
+    (re-orderings of the logged slates, statistics/reorder.py), joined like the others."""
     from ..progress import note
 
     cfg = config.rules
-    prior = bool(prior_ids or prior_relations)
+    files, hex_files = prior_ids if isinstance(prior_ids, tuple) else (prior_ids or [], [])
+    prior = bool(files or hex_files or prior_relations)
     engine.prepare([L.events(cfg), L.duplicate_ids(), L.duplicates(), L.events_view(cfg, prior),
                     L.log_counts(cfg.max_slots)])
     engine.read("scv_logs", logs, load_contract(LOGS), days)
@@ -129,9 +132,12 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     engine.materialize("scv_dups", L.duplicates())
     if prior:
         parts = [f"SELECT id_hash FROM {r}" for r in prior_relations or []]
-        if prior_ids:
-            engine.read_parquet("scv_prior_files", prior_ids)
+        if files:
+            engine.read_parquet("scv_prior_files", files)
             parts.append("SELECT id_hash FROM scv_prior_files")
+        if hex_files:
+            engine.read_parquet("scv_prior_hex_files", hex_files)
+            parts.append(f"SELECT {L.id_hash_of('id_hash')} AS id_hash FROM scv_prior_hex_files")
         engine.view("scv_prior", " UNION ALL ".join(parts))
         engine.materialize("scv_prior_hits", L.prior_hits())
     engine.view("scv_events", L.events_view(cfg, prior))

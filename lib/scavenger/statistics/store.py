@@ -1,7 +1,7 @@
 """Per-day store of the statistics tables, on any URI pyarrow.fs opens (local, file://, s3a://, gs://, ...).
 
 Layout: ``<store>/<table>/dt=YYYY-MM-DD/part-0.parquet`` (small tables, written from pandas), ``<store>/<table>/
-dt=YYYY-MM-DD/*.parquet`` (the big slate tables and event ids, written by the engine), and
+dt=YYYY-MM-DD/*.parquet`` (the big slate tables, written by the engine; the event ids under ``event_hashes``), and
 ``<store>/_manifest/dt=YYYY-MM-DD.json``, written last: a day without a manifest (an interrupted write) is never
 trusted. Beside the small tables' files, ``<store>/_small/dt=YYYY-MM-DD.parquet`` holds the same tables in one file
 (one row per table: its name and its Arrow IPC stream), named by the manifest: a window reads one file per stored
@@ -26,6 +26,10 @@ from .tables import TABLES
 
 LOAD_THREADS = min(8, max(2, os.cpu_count() or 2))   # stored small files read at once (Store.load_days)
 BUNDLE = "_small"    # <store>/_small/dt=YYYY-MM-DD.parquet: a day's small tables in one file (see module doc)
+# where a big table's days live when not under its own name: the event ids as 64-bit integers (statistics/sql/logs
+# ID_HASH); a day written before them holds its ids as hex text under LEGACY_IDS (Store.legacy_id_files)
+BIG_DIRS = {"event_ids": "event_hashes"}
+LEGACY_IDS = "event_ids"
 
 
 # What a stored day's tables mean: part of every day's fingerprint, so that a store written before a change to
@@ -152,15 +156,29 @@ class Store:
         except (OSError, ValueError, KeyError, pa.ArrowException):
             return {}
 
+    def big_root(self, name: str) -> str:
+        """The directory of a big table's days."""
+        return fs.join(self.uri, BIG_DIRS.get(name, name))
+
     def big_files(self, name: str, days) -> list:
         out = []
         for d in days:
-            out += [f[0] for f in fs.data_files(fs.join(self.uri, name, f"dt={d.isoformat()}"))]
+            out += [f[0] for f in fs.data_files(fs.join(self.big_root(name), f"dt={d.isoformat()}"))]
+        return out
+
+    def legacy_id_files(self, days) -> list:
+        """The event-id files of the ``days`` stored before the ids were integers (their id_hash is the hex text of
+        the same 16 digits: statistics/sql/logs.id_hash_of reads it as the integer). A day rewritten since has no
+        legacy files (:meth:`invalidate`)."""
+        out = []
+        for d in days:
+            out += [f[0] for f in fs.data_files(fs.join(self.uri, LEGACY_IDS, f"dt={d.isoformat()}"))]
         return out
 
     def invalidate(self, day) -> None:
         fs.delete(self._manifest(day))
         fs.delete(self._bundle(day))
+        fs.delete(fs.join(self.uri, LEGACY_IDS, f"dt={day.isoformat()}"))
 
     def write_small(self, day, tables: dict) -> None:
         """The day's small tables, each in its own file and all of them in the day's bundle (which the manifest

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from ..io import fs
 from ..progress import phase
 from .scan import ADC_TABLES, StatsConfig, adcs_identifiable, scan_days
-from .store import STORE_LAYOUT, Store, day_signature, fingerprint
+from .sql.logs import id_hash_of
+from .store import LEGACY_IDS, STORE_LAYOUT, Store, day_signature, fingerprint
 from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables
 
 
@@ -166,12 +168,19 @@ def _later_duplicates(engine, store: Store, scanned: list, relations: list) -> l
     copies are later copies, flagged only when those days are scanned again (DUPLICATE_EVENT_ID looks back, at the
     days before a pass). None in the usual run, whose new day is the latest: no stored day comes after it."""
     later = [d for d in store.stored_days() if d > min(scanned) and d not in set(scanned)]
-    files = store.big_files("event_ids", later) if later and relations else []
-    if not files:
+    files, legacy = (store.big_files("event_ids", later), store.legacy_id_files(later)) if later and relations \
+        else ([], [])
+    if not files and not legacy:
         return []
-    engine.read_parquet("scv_later_ids", files, root=store_root(store, "event_ids"))
+    stored_ids = []
+    if files:
+        engine.read_parquet("scv_later_ids", files, root=store_root(store, "event_ids"))
+        stored_ids.append("SELECT dt, id_hash FROM scv_later_ids")
+    if legacy:
+        engine.read_parquet("scv_later_hex_ids", legacy, root=fs.join(store.uri, LEGACY_IDS))
+        stored_ids.append(f"SELECT dt, {id_hash_of('id_hash')} AS id_hash FROM scv_later_hex_ids")
     now = " UNION ALL ".join(f"SELECT dt, id_hash FROM {r}" for r in relations)
-    hits = engine.fetch(f"SELECT DISTINCT l.dt AS dt FROM scv_later_ids l JOIN ({now}) n "
+    hits = engine.fetch(f"SELECT DISTINCT l.dt AS dt FROM ({' UNION ALL '.join(stored_ids)}) l JOIN ({now}) n "
                         f"ON l.id_hash = n.id_hash AND l.dt > n.dt", "later_duplicates")
     return sorted(pd.to_datetime(hits["dt"]).dt.date.unique().tolist()) if len(hits) else []
 
@@ -197,7 +206,8 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
     runs = _batches(missing, stored - set(missing), batch_days)
     for n, batch in enumerate(runs):
         label = f"one pass over {len(batch)} day(s) {min(batch)}..{max(batch)}"
-        prior = store.big_files("event_ids", [s for s in stored if s < min(batch)]) if store else []
+        before = [s for s in stored if s < min(batch)]
+        prior = (store.big_files("event_ids", before), store.legacy_id_files(before)) if store else ([], [])
         # without a store, this run's earlier passes' event ids (kept by the engine) serve as the earlier days'
         earlier = [] if store else list(big_parts["event_ids"])
         with phase(None, "statistics", label):
@@ -247,9 +257,7 @@ def _day_rows(source, day) -> int | None:
 
 
 def store_root(store: Store, name: str) -> str:
-    from ..io import fs
-
-    return fs.join(store.uri, name)
+    return store.big_root(name)
 
 
 def _split(tables: dict, batch: list) -> dict:
@@ -284,13 +292,11 @@ def _day_K(tables: dict, default: int) -> int:
 def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run_id, unpinned: bool = False) -> None:
     """Write the batch's days: small tables, big tables (by the engine), then each day's manifest (the tables the
     day holds, the day's own K; ``unpinned``: never reused, see :func:`_unpinned`)."""
-    from ..io import fs
-
     for d in batch:
         store.invalidate(d)
         store.write_small(d, per_day[d])
     for name, rel in res.big.items():
-        engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", fs.join(store.uri, name), batch)
+        engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", store.big_root(name), batch)
     for d in batch:
         present = set(per_day[d]) | set(res.big)
         extra = {"K": _day_K(per_day[d], res.K), "run_id": run_id, "bundle": True}

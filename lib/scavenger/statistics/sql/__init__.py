@@ -6,7 +6,7 @@ for; the SQL text itself is here and nowhere else. Relations they read and write
 
     scv_logs      the day's logs as read, conformed to the contract (engine.read)       -- the one read
     scv_ev        + every row rule as a flag, sorted slots, id hash           (materialized, logs.py)
-    scv_dup_ids   event_ids that repeat                                        (materialized, small)
+    scv_dup_ids   id hashes that repeat (event_ids that repeat)                (materialized, small)
     scv_dups      rows whose event_id repeats, ranked                          (materialized, small)
     scv_prior     event-id hashes of earlier stored days                       (stored, optional)
     scv_events    + DUPLICATE_EVENT_ID and ``clean``                           (view)
