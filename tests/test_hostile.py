@@ -281,6 +281,31 @@ def test_vectorized_checks_equal_the_per_group_tests():
             assert table.loc[key, k] == pytest.approx(v, rel=1e-9, abs=1e-12, nan_ok=True), (key, k)
 
 
+def test_sparse_chi2_of_merged_cells_with_nulls_equals_the_per_group_tests():
+    """sparse_chi2 over a window's merged cells (unique=True: one row per (policy, dt, value, ad)): rows with a null
+    key, value or ad left out, every other group's numbers those of its pivot table, groups sorted by keys."""
+    import pandas as pd
+
+    from scavenger.checks import assumptions as A
+    from scavenger.checks.vector import sparse_chi2
+
+    rng = np.random.default_rng(5)
+    cells = pd.DataFrame([(f"p{g % 3}", dt.date(2026, 1, 1 + g % 4), f"v{v}", f"a{a}", int(rng.integers(0, 6)))
+                          for g in range(12) for v in range(1 + g % 5) for a in range(1 + g % 6)],
+                         columns=["policy", "dt", "value", "ad_id", "n"])
+    for col in ("policy", "dt", "value", "ad_id"):
+        cells.loc[rng.choice(len(cells), 6, replace=False), col] = None
+    got = sparse_chi2(cells, ["policy", "dt"], "value", "ad_id", unique=True)
+    kept = cells.dropna()
+    kept = kept[kept["n"] > 0]
+    assert list(got.index) == sorted(set(zip(kept["policy"], kept["dt"]))) and (got["chi2"] > 0).sum() >= 4
+    for key, g in kept.groupby(["policy", "dt"]):
+        ref = A.chi2_cramers_v(g.pivot_table(index="value", columns="ad_id", values="n", aggfunc="sum",
+                                             fill_value=0).to_numpy())
+        for k in ("n", "r", "c", "chi2", "dof", "p_value", "v", "v_bc"):
+            assert got.loc[key, k] == pytest.approx(ref[k], rel=1e-9, abs=1e-12), (key, k)
+
+
 def test_context_keys_one_row_invents_cost_group_bys_not_a_loop():
     """Check a's eligibility partitions (a feature of >= 2 values of which each ad shows one, a value with two ads)
     over 100,000 features that one row invented: the same answer as the per-feature loop it replaced (about 6 s

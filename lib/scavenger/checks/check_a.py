@@ -8,8 +8,10 @@ it cannot be judged (warn) below min_table_n impressions or below min_per_level 
 per ad on average."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from .codes import Codes, dense, group_sum, keep_rows, spread
 from .verdict import FAIL, PASS, WARN, AssumptionConfig, row
 
 CHECK = "a.context_independence"
@@ -18,13 +20,14 @@ CHECK = "a.context_independence"
 def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     """Context independence per (policy, position, feature); time dependence shown without failing."""
     out = []
-    partitions = _partitioning_features(ctx)
+    codes = Codes(ctx)                  # each column of ctx factorized once, for every group-by below
+    partitions = _partitioning_features(ctx, codes)
     keys = ["logging_policy", "position", "feature"]
     # every group's chi-square at once, from its non-zero cells (and within a partitioning feature's strata): the
     # loop below does no pandas work per group (bounded cost for any number of policies and features)
-    stats = _within_days(ctx, keys) if len(ctx) else {}
+    stats = _within_days(ctx, keys, codes) if len(ctx) else {}
     within = _within_partitions(ctx, keys, partitions)
-    days = "dt" in ctx.columns and ctx["dt"].nunique() > 1
+    days = "dt" in ctx.columns and codes.size("dt") > 1
     # Bonferroni over the tables with a context value to depend on (as check e): an independent logger fails
     # check a with probability at most independence_alpha however many features and positions
     tested = sum(1 for st in stats.values() if st["r"] >= 2) if stats else 0
@@ -47,16 +50,17 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
     return out + _time_rows(slot)
 
 
-def _within_days(ctx: pd.DataFrame, keys: list) -> dict:
+def _within_days(ctx: pd.DataFrame, keys: list, codes: Codes | None = None) -> dict:
     """{group: chi-square statistics} of value x ad per group of ``keys``, within each day (``dt``): a window's
     days are strata, so a feature that changes with the day (a weekday) while the logger changes too (history,
     allowed by seed 001 Theorem 3) is no context dependence. One day: :func:`.vector.sparse_chi2` of the table.
     Several: :func:`.vector.pooled_chi2` over the days (``days`` of them)."""
     from .vector import pooled_chi2, sparse_chi2
 
-    one = "dt" not in ctx.columns or ctx["dt"].nunique(dropna=False) <= 1
+    codes = codes or Codes(ctx)
+    one = "dt" not in ctx.columns or codes.size("dt") + bool((codes("dt")[0] < 0).any()) <= 1   # nunique(dropna=False)
     # the merged context_cells hold one row per (dt, keys, value, ad): a window's cells need no summing first
-    per = sparse_chi2(ctx, keys if one else keys + ["dt"], "value", "ad_id", unique=not one)
+    per = sparse_chi2(ctx, keys if one else keys + ["dt"], "value", "ad_id", unique=not one, codes=codes)
     if one:
         per["levels"] = per[["r", "c"]].max(axis=1)
         return per.to_dict("index")
@@ -171,32 +175,81 @@ def _time_rows(slot: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _partitioning_features(ctx: pd.DataFrame) -> dict:
+def _partitioning_features(ctx: pd.DataFrame, codes: Codes | None = None) -> dict:
     """Per (policy, position): features with >= 2 values under which every ad appears with one value only (e.g.
     OBD's campaign: ad ids are per campaign), one value holding two ads or more (an eligible set to explore: one ad
     per value is a logger that picks the ad from the feature). They define eligible sets, not exploration; the
     stratum of an ad is its value of the first such feature (by name). Only when ads have >= 20 impressions on
-    average: a sparse table (ads seen a handful of times) looks like a partition by chance. Group-bys only, no
-    loop per feature (a row of 100,000 context keys makes 400,000 groups)."""
-    base = ["logging_policy", "position"]
+    average: a sparse table (ads seen a handful of times) looks like a partition by chance. Integer codes and
+    bincounts only, no loop per feature (a row of 100,000 context keys makes 400,000 groups)."""
     if not len(ctx):
         return {}
-    per_feature = ctx.groupby(base + ["feature"], sort=False)["n"].sum()
-    n_pos = per_feature.groupby(level=[0, 1]).max()
-    n_ads = ctx.groupby(base, sort=False)["ad_id"].nunique()
-    dense = n_pos.index[(n_pos >= 20 * n_ads.reindex(n_pos.index)).to_numpy()]
-    if not len(dense):
+    codes = codes or Codes(ctx)
+    names = ("logging_policy", "position", "feature", "ad_id", "value")
+    # policies and positions in sorted order (that of the result), features, ads and values as first seen
+    pol, pos, feat, ad, val, n, at = keep_rows((codes(names[0])[0] >= 0) & (codes(names[1])[0] >= 0),
+                                               [codes(c, sort=c in names[:2])[0] for c in names]
+                                               + [ctx["n"].to_numpy(), np.arange(len(ctx))])
+    pp, npp = dense([pol, pos], [codes.size(names[0]), codes.size(names[1])])         # (policy, position)
+    pol_of, pos_of = spread(pp, npp, pol), spread(pp, npp, pos)
+    n_ads = _distinct(pp[ad >= 0], npp, ad[ad >= 0], codes.size("ad_id"))
+    pp, feat, ad, val, n, at = keep_rows(feat >= 0, [pp, feat, ad, val, n, at])
+    pf, npf = dense([pp, feat], [npp, codes.size("feature")])                          # (policy, position, feature)
+    pp_of, feat_of = spread(pf, npf, pp), spread(pf, npf, feat)
+    # dense: the feature with the most impressions has >= 20 per ad (a (policy, position) without one is not)
+    n_pos = np.full(npp, -np.inf)
+    np.maximum.at(n_pos, pp_of, group_sum(pf, n, npf))
+    pf, ad, val, at = keep_rows((n_pos >= 20 * n_ads)[pp_of][pf], [pf, ad, val, at])
+    # a null ad or value is a value of its own (code 0), as drop_duplicates has it
+    values, parts = _partition_flags(pf, npf, ad + 1, codes.size("ad_id") + 1, val + 1, codes.size("value") + 1)
+    hits = np.flatnonzero(parts)
+    if not len(hits):
         return {}
-    seen = ctx.loc[ctx.set_index(base).index.isin(dense), base + ["feature", "ad_id", "value"]].drop_duplicates()
-    per_ad = seen.groupby(base + ["feature", "ad_id"], sort=False).size().groupby(level=[0, 1, 2]).max()
-    per_value = seen.groupby(base + ["feature", "value"], sort=False).size().groupby(level=[0, 1, 2]).max()
-    values = seen.groupby(base + ["feature"], sort=False)["value"].nunique()
-    parts = values.index[((values >= 2) & (per_ad.reindex(values.index) == 1)
-                          & (per_value.reindex(values.index) >= 2)).to_numpy()]
     out = {}
-    for (policy, pos), feats in pd.Series(parts.get_level_values(2), index=parts.droplevel(2)).groupby(level=[0, 1]):
-        feats = sorted(feats)
-        first = seen[(seen["logging_policy"] == policy) & (seen["position"] == pos) & (seen["feature"] == feats[0])]
-        out[(policy, pos)] = {"features": feats, "n_strata": int(first["value"].nunique()),
-                              "stratum_of_ad": first.drop_duplicates("ad_id").set_index("ad_id")["value"]}
+    for q in np.unique(pp_of[hits]):                            # (policy, position) in sorted order
+        named = {codes("feature")[1][feat_of[f]]: f for f in hits[pp_of[hits] == q]}
+        feats = sorted(named)
+        out[(codes(names[0], sort=True)[1][pol_of[q]], codes(names[1], sort=True)[1][pos_of[q]])] = {
+            "features": feats, "n_strata": int(values[named[feats[0]]]), "first": named[feats[0]]}
+    _strata_of_ads(ctx, out, pf, ad, at)
     return out
+
+
+def _distinct(f: np.ndarray, nf: int, x: np.ndarray, nx: int) -> np.ndarray:
+    """Per code f (0..nf-1): how many distinct x."""
+    fx, nfx = dense([f, x], [nf, nx])
+    return np.bincount(spread(fx, nfx, f), minlength=nf)
+
+
+def _strata_of_ads(ctx: pd.DataFrame, out: dict, pf: np.ndarray, ad: np.ndarray, at: np.ndarray) -> None:
+    """Each (policy, position)'s ``stratum_of_ad`` (replacing its "first", the code of its first partitioning
+    feature): every ad's value of that feature at the ad's first row (ctx order, a null ad one of them)."""
+    chosen = np.zeros(int(pf.max()) + 1, dtype=bool)
+    chosen[[part["first"] for part in out.values()]] = True
+    rows = np.flatnonzero(chosen[pf])
+    first = rows[np.sort(np.unique(pf[rows] * (int(ad.max()) + 2) + ad[rows] + 1, return_index=True)[1])]
+    values, ads = ctx["value"].to_numpy()[at[first]], ctx["ad_id"].to_numpy()[at[first]]
+    for part in out.values():
+        mine = pf[first] == part.pop("first")
+        part["stratum_of_ad"] = pd.Series(values[mine], index=pd.Index(ads[mine], name="ad_id"), name="value")
+
+
+def _partition_flags(ppf: np.ndarray, nppf: int, ad: np.ndarray, na: int, val: np.ndarray,
+                     nv: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per (policy, position, feature) code, over its distinct (ad, value) pairs (0 = null): the distinct non-null
+    values, and whether it partitions: >= 2 values, each non-null ad under one value (a null one counts), a
+    non-null value with >= 2 ads (a null ad counts)."""
+    t, nt = dense([ppf, ad, val], [nppf, na, nv])
+    f_t, a_t, v_t = spread(t, nt, ppf), spread(t, nt, ad), spread(t, nt, val)
+    per_ad, _ = _most_and_distinct(f_t[a_t > 0], a_t[a_t > 0], nppf, na)
+    per_value, values = _most_and_distinct(f_t[v_t > 0], v_t[v_t > 0], nppf, nv)
+    return values, (values >= 2) & (per_ad == 1) & (per_value >= 2)
+
+
+def _most_and_distinct(f: np.ndarray, x: np.ndarray, nf: int, nx: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per code f (0..nf-1): the most rows of one x, and how many distinct x."""
+    fx, nfx = dense([f, x], [nf, nx])
+    f_of = spread(fx, nfx, f)
+    most = np.zeros(nf, dtype=np.int64)
+    np.maximum.at(most, f_of, np.bincount(fx, minlength=nfx))
+    return most, np.bincount(f_of, minlength=nf)

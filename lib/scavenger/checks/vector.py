@@ -1,6 +1,8 @@
-"""Checks a, d, e over many groups at once: the statistics of every (policy, position, ...) group in a few pandas
+"""Checks a, d, e over many groups at once: the statistics of every (policy, position, ...) group in a few
 group-bys, so that the work of a check grows with the rows of its tables, not with how many groups an input's
 values make (10,000 logging-policy ids, one per event, made 160,000 groups of check a and one pivot table each).
+sparse_chi2 groups by the integer codes of :mod:`.codes` (each column hashed once, then bincounts): the same
+groups, order and sums as the pandas group-bys it replaced (check a of a 31-day window: 0.18 s -> 0.05 s).
 
     sparse_chi2(cells, keys, row, col)   per group: Pearson chi-square and Cramer's V of row x col from the
                                          non-zero cells only (no dense pivot: values x ads can be huge)
@@ -16,53 +18,83 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .codes import Codes, dense, first_seen, group_sum, keep_rows, spread
+
 CHI2_COLUMNS = ["n", "r", "c", "chi2", "dof", "p_value", "v", "v_bc"]
 
 
-def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n",
-                unique: bool = False) -> pd.DataFrame:
+def sparse_chi2(cells: pd.DataFrame, keys: list, row: str, col: str, n: str = "n", unique: bool = False,
+                codes: Codes | None = None) -> pd.DataFrame:
     """Per group of ``keys``: the chi-square test of independence of ``row`` x ``col`` with counts ``n``.
 
     chi2 = N (sum_cells O^2 / (R C) - 1) (the Pearson identity, over non-zero cells), dof = (r-1)(c-1), V and
     the bias-corrected V_bc of :func:`scavenger.checks.contingency.chi2_cramers_v`; a group with r < 2, c < 2 or
     N < 2 gets chi2 = 0, p = 1, V = 0 as there. Indexed by ``keys`` (sorted). ``unique``: ``cells`` holds one row
-    per (keys, row, col) already (a merged statistics table), so they are not summed first."""
-    from ..estimators.distributions import chi2_sf
-
+    per (keys, row, col) already (a merged statistics table), so they are not summed first. Rows with a null in
+    ``keys``, ``row`` or ``col`` are left out. ``codes``: the :class:`.codes.Codes` of ``cells`` when the caller
+    shares them (each column is factorized once; the group-bys are bincounts of integer codes)."""
     if not len(cells):
         return pd.DataFrame(columns=CHI2_COLUMNS, index=pd.MultiIndex.from_tuples([], names=keys))
-    if unique:
-        d = cells[list(dict.fromkeys(keys + [row, col, n]))]
-        d = d[(d[n] > 0) & d[keys + [row, col]].notna().all(axis=1)]
-    else:
-        d = cells.groupby(keys + [row, col], sort=False, as_index=False)[n].sum()
-        d = d[d[n] > 0]
-    # integer codes of the group, row and column values (one factorization each): the rest groups by integers
-    grouped = d.groupby(keys, sort=True)
-    group_keys = grouped.size().index
-    d = pd.DataFrame({"g": grouped.ngroup().to_numpy(), "a": pd.factorize(d[row])[0], "b": pd.factorize(d[col])[0],
-                      "n": d[n].to_numpy()})
-    big_r = d.groupby(["g", "a"], sort=False)["n"].transform("sum").astype(float)
-    big_c = d.groupby(["g", "b"], sort=False)["n"].transform("sum").astype(float)
-    d = d.assign(_q=d["n"].astype(float) ** 2 / (big_r * big_c))
-    g = d.groupby("g", sort=True)
-    out = pd.DataFrame({"n": g["n"].sum().astype(float), "s": g["_q"].sum(), "r": g["a"].nunique(),
-                        "c": g["b"].nunique()})
-    out.index = group_keys.take(out.index.to_numpy())
-    nn, r, c = out["n"], out["r"].astype(float), out["c"].astype(float)
+    codes = codes or Codes(cells)
+    cols = list(dict.fromkeys(keys + [row, col]))
+    parts = [codes(k, sort=k in keys)[0] for k in cols]             # the groups sorted, values and ads as seen
+    sizes = [codes.size(k) for k in cols]
+    x = cells[n].to_numpy()
+    keep = np.logical_and.reduce([p >= 0 for p in parts] + ([x > 0] if unique else []))
+    *parts, x = keep_rows(keep, parts + [x])
+    if not unique:
+        cell, k = first_seen(parts, sizes)          # the cells in groupby(sort=False) order, their n summed
+        x = group_sum(cell, x, k).astype(np.int64) if x.dtype.kind in "iu" else group_sum(cell, x, k)
+        *parts, x = keep_rows(x > 0, [spread(cell, k, p) for p in parts] + [x])
+    at = {k: p for k, p in zip(cols, parts)}
+    g, ng = dense([at[k] for k in keys], [codes.size(k) for k in keys])
+    index = _group_index(codes, keys, [spread(g, ng, at[k]) for k in keys])
+    return _chi2_table(g, ng, at[row], codes.size(row), at[col], codes.size(col), x, index)
+
+
+def _group_index(codes: Codes, keys: list, level_codes: list) -> pd.Index:
+    """The sorted index of the groups (``groupby(keys).size().index``): their key values, unused levels dropped."""
+    if len(keys) == 1:
+        return pd.Index(codes(keys[0], sort=True)[1].take(level_codes[0]), name=keys[0])
+    return pd.MultiIndex(levels=[codes(k, sort=True)[1] for k in keys], codes=level_codes, names=keys,
+                         verify_integrity=False).remove_unused_levels()
+
+
+def _chi2_table(g: np.ndarray, ng: int, a: np.ndarray, na: int, b: np.ndarray, nb: int, x: np.ndarray,
+                index: pd.Index) -> pd.DataFrame:
+    """:data:`CHI2_COLUMNS` per group code 0..ng-1 of the cells (g, a, b) with counts x > 0: R = sum over the
+    group's row a, C over its column b, s = sum x^2 / (R C), r and c the distinct a and b of the group."""
+    from ..estimators.distributions import chi2_sf
+
+    ga, nga = dense([g, a], [ng, na])
+    gb, ngb = dense([g, b], [ng, nb])
+    nf = x.astype(float)
+    q = nf ** 2 / (group_sum(ga, x, nga)[ga] * group_sum(gb, x, ngb)[gb])
+    nn, s = group_sum(g, x, ng), pd.Series(q).groupby(g, sort=True).sum().to_numpy()
+    r_n, c_n = np.bincount(spread(ga, nga, g), minlength=ng), np.bincount(spread(gb, ngb, g), minlength=ng)
+    r, c = r_n.astype(float), c_n.astype(float)
     ok = (r >= 2) & (c >= 2) & (nn >= 2)
-    chi2 = (nn * (out["s"] - 1.0)).clip(lower=0.0).where(ok, 0.0)
-    dof = ((r - 1) * (c - 1)).where(ok, 0.0)
-    v = np.sqrt(chi2 / (nn * np.minimum(r - 1, c - 1)).where(ok))
-    phi2c = (chi2 / nn - dof / (nn - 1)).clip(lower=0.0)
-    rc, cc = r - (r - 1) ** 2 / (nn - 1), c - (c - 1) ** 2 / (nn - 1)
-    denom = np.minimum(rc - 1, cc - 1)
-    v_bc = np.sqrt(phi2c / denom.where(denom > 0)).where(ok & (denom > 0), 0.0)
-    out["chi2"], out["dof"] = chi2, dof.astype(int)
-    out["p_value"] = pd.Series(chi2_sf(chi2.to_numpy(float), dof.to_numpy(float)), index=out.index).where(ok, 1.0)
-    out["v"], out["v_bc"] = v.where(ok, 0.0).fillna(0.0), v_bc.fillna(0.0)
-    out["r"], out["c"] = out["r"].astype(int), out["c"].astype(int)
-    return out[CHI2_COLUMNS]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chi2 = np.where(ok, _at_least_0(nn * (s - 1.0)), 0.0)
+        dof = np.where(ok, (r - 1) * (c - 1), 0.0)
+        v = np.sqrt(chi2 / np.where(ok, nn * np.minimum(r - 1, c - 1), np.nan))
+        phi2c = _at_least_0(chi2 / nn - dof / (nn - 1))
+        rc, cc = r - (r - 1) ** 2 / (nn - 1), c - (c - 1) ** 2 / (nn - 1)
+        denom = np.minimum(rc - 1, cc - 1)
+        v_bc = np.where(ok & (denom > 0), np.sqrt(phi2c / np.where(denom > 0, denom, np.nan)), 0.0)
+    return pd.DataFrame({"n": nn, "r": r_n.astype(int), "c": c_n.astype(int), "chi2": chi2, "dof": dof.astype(int),
+                         "p_value": np.where(ok, chi2_sf(chi2, dof), 1.0), "v": _nan_to_0(np.where(ok, v, 0.0)),
+                         "v_bc": _nan_to_0(v_bc)}, index=index, columns=CHI2_COLUMNS)
+
+
+def _at_least_0(x: np.ndarray) -> np.ndarray:
+    """max(x, 0) keeping NaN (``Series.clip(lower=0.0)``)."""
+    return np.where(x < 0.0, 0.0, x)
+
+
+def _nan_to_0(x: np.ndarray) -> np.ndarray:
+    """``Series.fillna(0.0)``."""
+    return np.where(np.isnan(x), 0.0, x)
 
 
 def pooled_chi2(per: pd.DataFrame, keys: list) -> pd.DataFrame:
