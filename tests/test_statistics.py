@@ -262,6 +262,27 @@ def test_merge_takes_text_min_and_max_in_string_order():
     assert got["stratum_min"].dtype == object
 
 
+def test_days_side_by_side_merge_as_one_sorted_frame():
+    """A table that keeps dt as a key: the stored days and the day scanned now, each sorted by its keys
+    (sorted_day), merge side by side into the frame the sorting merge makes of all rows at once, row for row;
+    frames whose days interleave, or a day's rows in the engine's order, still merge sorted."""
+    from scavenger.statistics.tables import sorted_day
+
+    rng = np.random.default_rng(3)
+    days = [pd.Timestamp("2026-03-01").date() + pd.Timedelta(days=i) for i in range(4)]
+    cells = pd.DataFrame([{"dt": d, "logging_policy": lp, "position": k, "feature": "context_id", "value": v,
+                           "ad_id": a, "n": int(rng.integers(0, 5)) if rng.random() > 0.1 else None}
+                          for d in days for lp in ("b", "a") for k in (2, 1) for v in ("y", "x") for a in ("q", "p")])
+    cells = cells.sample(frac=1.0, random_state=4).reset_index(drop=True)      # the engine's order
+    whole = merge("context_cells", [cells])
+    assert whole["n"].notna().all()
+    stored = sorted_day("context_cells", cells[cells["dt"] < days[3]])
+    new = sorted_day("context_cells", cells[cells["dt"] == days[3]])
+    pd.testing.assert_frame_equal(merge("context_cells", [stored, new]), whole)
+    odd = [cells[cells["dt"].isin(days[::2])], cells[cells["dt"].isin(days[1::2])]]   # interleaved, unsorted
+    pd.testing.assert_frame_equal(merge("context_cells", odd), whole)
+
+
 def _moments_by_definition(r, Y) -> dict:
     """The flat slate moments of events with rewards r and slot factors Y (events x K), from the declaration
     (estimators/slate_moments.moment_terms) evaluated with numpy."""

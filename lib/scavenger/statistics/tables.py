@@ -102,6 +102,10 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
         else:
             agg[c] = "sum"
     sums = [c for c, how in agg.items() if how == "sum"]
+    if t.per_day and _in_day_order(frames):
+        # days kept apart (dt a key), each frame's days after the one before's: its rows, already one per key and
+        # in order when each day's are (window._split sorts a pass's days), side by side with no sort
+        return _zero_filled(df, sums)[keys + values]
     if keys and ((len(frames) == 1 and not df.duplicated(keys).any()) or (keys[0] == "dt" and _apart(frames))):
         # one day's rows, or days kept apart (dt a key) that no two frames share: already one row per key
         df = _zero_filled(df, sums)
@@ -134,8 +138,28 @@ def _apart(frames: list) -> bool:
     return len(pd.unique(np.concatenate(days))) == sum(len(d) for d in days)
 
 
+def _in_day_order(frames: list) -> bool:
+    """Two frames or more, each holding one day or several, every day of a frame after every day of the frame
+    before it (the stored days, then the day scanned now): side by side they hold each day once, in day order."""
+    if len(frames) < 2 or any("dt" not in f.columns or f["dt"].isna().any() for f in frames):
+        return False
+    bounds = [(f["dt"].min(), f["dt"].max()) for f in frames]
+    return all(hi < lo for (_, hi), (lo, _) in zip(bounds, bounds[1:]))
+
+
+def sorted_day(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    """A pass's rows of a table that keeps dt as a key, sorted by dt and its keys (a day's rows in the engine's
+    order vary from run to run): merged with other days' frames side by side (:func:`merge`), they stay in order."""
+    t = TABLES.get(name)
+    if t is None or not t.per_day or not len(df) or "dt" not in df.columns:
+        return df
+    return df.sort_values(["dt", *t.keys], kind="stable").reset_index(drop=True)
+
+
 def _zero_filled(df: pd.DataFrame, cols: list) -> pd.DataFrame:
-    """``df`` with nulls of ``cols`` as 0, block-wise (assigning thousands of columns one by one is slow)."""
+    """``df`` with nulls of ``cols`` as 0, block-wise (assigning thousands of columns one by one is slow); only
+    the columns that hold a null."""
+    cols = [c for c in cols if df[c].hasnans] if cols else cols
     if not cols:
         return df
     return pd.concat([df.drop(columns=cols), df[cols].fillna(0)], axis=1)
@@ -176,11 +200,18 @@ def merge_all(per_day: dict, dates: list, by_dt: bool = False) -> dict:
     return merge_tables({name: [per_day.get(d, {}).get(name) for d in dates] for name in SMALL}, by_dt)
 
 
-def merge_tables(frames: dict, by_dt: bool = False) -> dict:
-    """{table: merged frame} of {table: [frames with dt]} (a day's frame each, or several days' at once)."""
+def merge_tables(frames: dict, by_dt: bool = False, stored: bool = False) -> dict:
+    """{table: merged frame} of {table: [frames with dt]} (a day's frame each, or several days' at once).
+    ``stored``: the frames are stored days' tables as written (one row per key and day): a table that keeps dt as
+    a key is only put side by side, as the merge with the window's other days sorts it again (a 31-day window's
+    check-a cells, 180,000 rows, were checked for repeated keys and sorted twice)."""
     out = {}
     for name in SMALL:
-        merged = merge(name, frames.get(name) or [], by_dt=by_dt)
+        parts = [f for f in frames.get(name) or [] if f is not None and len(f)]
+        if stored and TABLES[name].per_day and not by_dt:
+            merged = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else [])
+        else:
+            merged = merge(name, parts, by_dt=by_dt)
         if len(merged):
             out[name] = merged
     return out

@@ -23,7 +23,7 @@ from ..progress import phase
 from .scan import ADC_TABLES, StatsConfig, adcs_identifiable, scan_days
 from .sql.logs import id_hash_of
 from .store import LEGACY_IDS, STORE_LAYOUT, Store, day_signature, fingerprint
-from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables
+from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables, sorted_day
 
 
 @dataclass
@@ -189,7 +189,7 @@ def _load_merged(store: Store, manifests: dict) -> tuple:
     """({day: {table: frame}}, {table: merged frame}) of the stored days ``manifests`` ({day: manifest}): each table
     merged from its days read at once, not from one frame per day."""
     per_day, frames = store.load_tables(manifests)
-    return per_day, merge_tables(frames)
+    return per_day, merge_tables(frames, stored=True)
 
 
 def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, run_id, derived, missing, manifests,
@@ -261,13 +261,14 @@ def store_root(store: Store, name: str) -> str:
 
 
 def _split(tables: dict, batch: list) -> dict:
+    """{day: {table: the day's rows}} of a pass's tables; a table that keeps dt as a key sorted (sorted_day)."""
     out = {d: {} for d in batch}
     for name, df in tables.items():
         if df is None:
             continue
         for d in batch:
             part = df[df["dt"] == d] if len(df) else df
-            out[d][name] = part.reset_index(drop=True)
+            out[d][name] = sorted_day(name, part.reset_index(drop=True))
     return out
 
 
