@@ -359,7 +359,8 @@ def test_a_named_policy_whose_events_were_all_quarantined_says_so():
 def test_by_day_over_a_window_with_an_empty_day(tmp_path):
     """--by-day where one day of the window has a partition without rows: evaluate and adc stopped with an
     internal error (KeyError 'm', 'c', 'c2': the empty day's ad_position had its keys only); now that day's rows
-    say it has nothing to estimate and the other days are estimated."""
+    say it has nothing to estimate, naming the day (before: each estimator blamed its own inputs, "no base policy",
+    "pass --adc"; the ADC table had no row for the day), and the other days are estimated."""
     import pyarrow.parquet as pq
 
     data = build_random(seed=3, K=2, n_ads=4, days=(0, 2), per_day=40, with_nulls=False)
@@ -375,6 +376,11 @@ def test_by_day_over_a_window_with_an_empty_day(tmp_path):
     by_day = pd.read_parquet(out / "estimates_by_day")
     days = by_day.groupby(by_day["dt"].astype(str))["identified"].any()
     assert len(days) == 3 and not days["2026-03-02"] and days.drop("2026-03-02").all(), days
+    why = "no clean logged event on 2026-03-02 (0 rows read, 0 quarantined): nothing to estimate on that day"
+    assert set(by_day.loc[by_day["dt"].astype(str) == "2026-03-02", "reason"]) == {why}
     assert main(["adc", "--logs", logs, "--out", str(tmp_path / "adc"), "--by-day", "--gate", "report",
                  "--engine", "duckdb", "--no-great-expectations"]) in (0, 3)
-    assert (tmp_path / "adc" / "adc_by_day").exists()
+    adc = pd.read_parquet(tmp_path / "adc" / "adc_by_day")
+    empty = adc[adc["dt"].astype(str) == "2026-03-02"]     # the day's rows say why, as the window's methods
+    assert len(empty) == len(pd.read_parquet(tmp_path / "adc" / "adc")) and set(empty["reason"]) == {why}
+    assert not empty["identified"].any() and empty["coefficient"].isna().all()

@@ -10,7 +10,7 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed
-from .common import GateConfig, Inputs, Window, concat_days, require_clean_rows, run_window
+from .common import GateConfig, Inputs, Window, concat_days, empty_day_reason, require_clean_rows, run_window
 
 
 @dataclass
@@ -70,10 +70,20 @@ def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=Non
     table = _checked(E.adc_rows(stats, options.methods, options.level, options.dcg_base, options.smoothing), window)
     by_day = None
     if options.by_day:
-        frames = [_checked(E.adc_rows(stats.day(d), options.methods, options.level, options.dcg_base,
-                                      options.smoothing), window).assign(dt=d) for d in stats.dates]
+        frames = []
+        for d in stats.dates:
+            why = empty_day_reason(stats.day(d), d)
+            rows = _nothing(table, why) if why else _checked(E.adc_rows(stats.day(d), options.methods, options.level,
+                                                                       options.dcg_base, options.smoothing), window)
+            frames.append(rows.assign(dt=d))
         by_day = concat_days(frames)
     return AdcResult(table=table, window=window, by_day=by_day)
+
+
+def _nothing(table: pd.DataFrame, why: str) -> pd.DataFrame:
+    """The window's (method, position) rows for a day with nothing to estimate: no coefficient, and why."""
+    return table.assign(coefficient=float("nan"), std_error=float("nan"), ci_low=float("nan"), ci_high=float("nan"),
+                        ads_used=0, impressions_used=0, identified=False, reason=why)
 
 
 def _checked(table: pd.DataFrame, window: Window) -> pd.DataFrame:

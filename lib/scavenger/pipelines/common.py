@@ -115,6 +115,20 @@ def concat_days(frames: list) -> pd.DataFrame | None:
     return pd.concat(parts, ignore_index=True).reindex(columns=cols)
 
 
+def empty_day_reason(day, d) -> str | None:
+    """Why a --by-day row of day ``d`` has nothing to estimate: the day holds no clean logged event (no rows, or
+    every row quarantined), with its counts; None when it holds one. ``day``: the window's statistics of that day
+    alone (WindowStats.day)."""
+    summary = day.table("log_summary")
+    if len(summary) and float(summary["n_events"].sum()) > 0:
+        return None
+    counts = day.table("log_counts")
+    rows = int(counts["rows"].sum()) if len(counts) else 0
+    quarantined = int(counts["quarantined"].sum()) if len(counts) else 0
+    return (f"no clean logged event on {d.isoformat()} ({rows} rows read, {quarantined} quarantined): nothing to "
+            f"estimate on that day")
+
+
 def decision_rows_without_logs(inputs: Inputs, dates: list) -> dict:
     """{day: rows} of the decisions' ``dt=`` partitions inside the window (``--from``..``--to``, else the logs'
     first..last day) for which the logs hold no partition: no pass reads them, so they are counted from their

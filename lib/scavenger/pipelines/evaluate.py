@@ -14,7 +14,7 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError
-from .common import GateConfig, Inputs, Window, concat_days, require_clean_rows, run_window
+from .common import GateConfig, Inputs, Window, concat_days, empty_day_reason, require_clean_rows, run_window
 from .derived import derived_policies
 
 
@@ -244,6 +244,9 @@ def _by_day(stats, policies, run, options, window, derived=()) -> pd.DataFrame:
         if sums is not None and len(sums):
             ctx.scavenging = sums[sums["dt"] == d].drop(columns=["dt"])
         est = finish(estimate_window(day, policies, run, ctx, derived), ctx, window, options.level)
+        why = empty_day_reason(day, d)
+        if why:      # every estimator's own reason would blame its inputs (no base policy, no ADC, ...)
+            est = est.assign(identified=False, recommended=False, reason=why)
         frames.append(est.assign(dt=d))
     return concat_days(frames)
 

@@ -143,8 +143,11 @@ def _in_day_order(frames: list) -> bool:
     before it (the stored days, then the day scanned now): side by side they hold each day once, in day order."""
     if len(frames) < 2 or any("dt" not in f.columns or f["dt"].isna().any() for f in frames):
         return False
-    bounds = [(f["dt"].min(), f["dt"].max()) for f in frames]
-    return all(hi < lo for (_, hi), (lo, _) in zip(bounds, bounds[1:]))
+    try:
+        bounds = [(f["dt"].min(), f["dt"].max()) for f in frames]
+        return all(hi < lo for (_, hi), (lo, _) in zip(bounds, bounds[1:]))
+    except TypeError:           # days of types that do not compare (dates beside timestamps): the sorting merge
+        return False
 
 
 def sorted_day(name: str, df: pd.DataFrame) -> pd.DataFrame:
