@@ -171,6 +171,9 @@ class Store:
         the same 16 digits: statistics/sql/logs.id_hash_of reads it as the integer). A day rewritten since has no
         legacy files (:meth:`invalidate`)."""
         out = []
+        days = list(days)
+        if not days or not fs.exists(fs.join(self.uri, LEGACY_IDS)):    # a store written since: one look
+            return out
         for d in days:
             out += [f[0] for f in fs.data_files(fs.join(self.uri, LEGACY_IDS, f"dt={d.isoformat()}"))]
         return out
