@@ -12,7 +12,9 @@ def add_arguments(parser):
     C.add_engine_arguments(parser)
     C.add_gate_arguments(parser)
     C.add_output_arguments(parser, "OUT/adc/ (and OUT/adc_by_day/)")
-    parser.add_argument("--by-day", action="store_true", help="also one ADC table per day (OUT/adc_by_day/)")
+    parser.add_argument("--by-day", action="store_true",
+                        help="also one ADC table per day (OUT/adc_by_day/; a day with no clean logged event keeps "
+                             "its rows, without coefficients, saying so)")
     parser.add_argument("--bootstrap", type=int, default=0,
                         help="Poisson bootstrap replicates (seeded from event_id) besides the delta-method CI")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")

@@ -19,7 +19,7 @@ def add_arguments(parser):
                              "applies; one the data cannot support is left out with a note)")
     parser.add_argument("--by-day", action="store_true",
                         help="also one estimate per day of the window (OUT/estimates_by_day/), from the same "
-                             "per-day statistics: no extra scan")
+                             "per-day statistics: no extra scan; a day with no clean logged event says so")
     parser.add_argument("--adc", default="estimate",
                         help="'estimate' (from the window's logs) or the path of a stored ADC table (scavenger adc)")
     parser.add_argument("--adc-method", default="heuristic",

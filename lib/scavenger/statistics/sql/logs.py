@@ -30,7 +30,8 @@ ID_HASH = id_hash_of("h")   # h = md5(coalesce(event_id, '')) in events()
 def events(cfg: RuleConfig) -> str:
     """scv_ev: the conformed rows, a flag per row rule, an id hash (ID_HASH: the first 16 hex digits of
     md5(event_id) as a BIGINT, equal in both engines) and the cross-fitting fold (the parity of the 16th digit: a
-    fair coin per event, fixed by the id). The row rules are one integer, ``reasons`` (checks.rules.reason_mask; scv_events reads the flags back).
+    fair coin per event, fixed by the id). The row rules are one integer, ``reasons`` (checks.rules.reason_mask;
+    scv_events reads the flags back).
     The context map is kept as its JSON text, ``context_json`` (one-to-one with the map; CONTEXT_MAP reads it
     back): check a's cells group by that text, and a map costs more to hold than the text costs to write (DuckDB,
     4M events: 0.4 s to hold the maps, the text written once instead of in the cells' statement)."""
