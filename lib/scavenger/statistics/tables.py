@@ -206,8 +206,8 @@ def merge_all(per_day: dict, dates: list, by_dt: bool = False) -> dict:
 def merge_tables(frames: dict, by_dt: bool = False, stored: bool = False) -> dict:
     """{table: merged frame} of {table: [frames with dt]} (a day's frame each, or several days' at once).
     ``stored``: the frames are stored days' tables as written (one row per key and day): a table that keeps dt as
-    a key is only put side by side, as the merge with the window's other days sorts it again (a 31-day window's
-    check-a cells, 180,000 rows, were checked for repeated keys and sorted twice)."""
+    a key is only put side by side, and the window's merge puts the days scanned now beside it (a 31-day window's
+    check-a cells, 180,000 rows, were checked for repeated keys and sorted in both merges)."""
     out = {}
     for name in SMALL:
         parts = [f for f in frames.get(name) or [] if f is not None and len(f)]
