@@ -112,18 +112,16 @@ class ScanResult:
 
 
 def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig = StatsConfig(),
-              quarantine_dir: str | None = None, run_id: str = "adhoc", prior_ids: list | tuple | None = None,
-              batch: str = "b0", derived: list | None = None, prior_relations: list | None = None) -> ScanResult:
+              quarantine_dir: str | None = None, run_id: str = "adhoc", batch: str = "b0",
+              derived: list | None = None, prior_relations: list | None = None) -> ScanResult:
     """The one pass over ``days`` (see module doc). ``logs``/``decisions``: :class:`scavenger.io.sources.Source`;
-    ``prior_ids``: stored event-id files of earlier days (cross-day duplicates), or (those files, the files of
-    days stored with the ids as hex text: Store.legacy_id_files); ``prior_relations``: the engine's event-id
-    relations of this run's earlier passes over days not stored; ``derived``: SQL of derived decisions over scv_ev
-    (re-orderings of the logged slates, statistics/reorder.py), joined like the others."""
+    ``prior_relations``: the engine's event-id relations of earlier days, for cross-day duplicates (the stored
+    days' ids, window._stored_ids, or this run's earlier passes over days not stored); ``derived``: SQL of derived decisions over scv_ev (re-orderings of the logged slates,
+    statistics/reorder.py), joined like the others."""
     from ..progress import note
 
     cfg = config.rules
-    files, hex_files = prior_ids if isinstance(prior_ids, tuple) else (prior_ids or [], [])
-    prior = bool(files or hex_files or prior_relations)
+    prior = bool(prior_relations)
     engine.prepare([L.events(cfg), L.duplicate_ids(), L.duplicates(), L.events_view(cfg, prior),
                     L.log_counts(cfg.max_slots)])
     engine.read("scv_logs", logs, load_contract(LOGS), days)
@@ -131,14 +129,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     engine.materialize("scv_dup_ids", L.duplicate_ids())
     engine.materialize("scv_dups", L.duplicates())
     if prior:
-        parts = [f"SELECT id_hash FROM {r}" for r in prior_relations or []]
-        if files:
-            engine.read_parquet("scv_prior_files", files)
-            parts.append("SELECT id_hash FROM scv_prior_files")
-        if hex_files:
-            engine.read_parquet("scv_prior_hex_files", hex_files)
-            parts.append(f"SELECT {L.id_hash_of('id_hash')} AS id_hash FROM scv_prior_hex_files")
-        engine.view("scv_prior", " UNION ALL ".join(parts))
+        engine.view("scv_prior", " UNION ALL ".join(f"SELECT id_hash FROM {r}" for r in prior_relations))
         engine.materialize("scv_prior_hits", L.prior_hits())
     engine.view("scv_events", L.events_view(cfg, prior))
     log_counts = engine.fetch(L.log_counts(cfg.max_slots), "log_counts")

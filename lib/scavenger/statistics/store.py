@@ -42,6 +42,14 @@ LEGACY_IDS = "event_ids"
 STORE_LAYOUT = 7
 
 
+def _day_files(root: str, days) -> list:
+    """The data files of the ``dt=`` directories of ``days`` under ``root``."""
+    out = []
+    for d in days:
+        out += [f[0] for f in fs.data_files(fs.join(root, f"dt={d.isoformat()}"))]
+    return out
+
+
 def fingerprint(payload) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -161,22 +169,16 @@ class Store:
         return fs.join(self.uri, BIG_DIRS.get(name, name))
 
     def big_files(self, name: str, days) -> list:
-        out = []
-        for d in days:
-            out += [f[0] for f in fs.data_files(fs.join(self.big_root(name), f"dt={d.isoformat()}"))]
-        return out
+        return _day_files(self.big_root(name), days)
 
     def legacy_id_files(self, days) -> list:
         """The event-id files of the ``days`` stored before the ids were integers (their id_hash is the hex text of
         the same 16 digits: statistics/sql/logs.id_hash_of reads it as the integer). A day rewritten since has no
         legacy files (:meth:`invalidate`)."""
-        out = []
         days = list(days)
         if not days or not fs.exists(fs.join(self.uri, LEGACY_IDS)):    # a store written since: one look
-            return out
-        for d in days:
-            out += [f[0] for f in fs.data_files(fs.join(self.uri, LEGACY_IDS, f"dt={d.isoformat()}"))]
-        return out
+            return []
+        return _day_files(fs.join(self.uri, LEGACY_IDS), days)
 
     def invalidate(self, day) -> None:
         fs.delete(self._manifest(day))

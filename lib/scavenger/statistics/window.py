@@ -130,7 +130,7 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
             files = store.big_files(name, loaded)
             if files:
                 rel = f"scv_stored_{name}"
-                engine.read_parquet(rel, files, root=store_root(store, name))
+                engine.read_parquet(rel, files, root=store.big_root(name))
                 big_parts[name].insert(0, rel)
     big = {}
     for name, parts in big_parts.items():
@@ -168,21 +168,30 @@ def _later_duplicates(engine, store: Store, scanned: list, relations: list) -> l
     copies are later copies, flagged only when those days are scanned again (DUPLICATE_EVENT_ID looks back, at the
     days before a pass). None in the usual run, whose new day is the latest: no stored day comes after it."""
     later = [d for d in store.stored_days() if d > min(scanned) and d not in set(scanned)]
-    files, legacy = (store.big_files("event_ids", later), store.legacy_id_files(later)) if later and relations \
-        else ([], [])
-    if not files and not legacy:
+    stored_ids = _stored_ids(engine, store, later, "scv_later_ids") if later and relations else None
+    if stored_ids is None:
         return []
-    stored_ids = []
-    if files:
-        engine.read_parquet("scv_later_ids", files, root=store_root(store, "event_ids"))
-        stored_ids.append("SELECT dt, id_hash FROM scv_later_ids")
-    if legacy:
-        engine.read_parquet("scv_later_hex_ids", legacy, root=fs.join(store.uri, LEGACY_IDS))
-        stored_ids.append(f"SELECT dt, {id_hash_of('id_hash')} AS id_hash FROM scv_later_hex_ids")
     now = " UNION ALL ".join(f"SELECT dt, id_hash FROM {r}" for r in relations)
-    hits = engine.fetch(f"SELECT DISTINCT l.dt AS dt FROM ({' UNION ALL '.join(stored_ids)}) l JOIN ({now}) n "
+    hits = engine.fetch(f"SELECT DISTINCT l.dt AS dt FROM {stored_ids} l JOIN ({now}) n "
                         f"ON l.id_hash = n.id_hash AND l.dt > n.dt", "later_duplicates")
     return sorted(pd.to_datetime(hits["dt"]).dt.date.unique().tolist()) if len(hits) else []
+
+
+def _stored_ids(engine, store: Store, days: list, name: str) -> str | None:
+    """Relation ``name`` of (dt, id_hash) of the event ids of stored ``days``, those of days stored as hex text
+    (Store.legacy_id_files) read as the same integers (sql/logs.id_hash_of); None when the days hold none."""
+    files, legacy = store.big_files("event_ids", days), store.legacy_id_files(days)
+    parts = []
+    if files:
+        engine.read_parquet(f"{name}_int", files, root=store.big_root("event_ids"))
+        parts.append(f"SELECT dt, id_hash FROM {name}_int")
+    if legacy:
+        engine.read_parquet(f"{name}_hex", legacy, root=fs.join(store.uri, LEGACY_IDS))
+        parts.append(f"SELECT dt, {id_hash_of('id_hash')} AS id_hash FROM {name}_hex")
+    if not parts:
+        return None
+    engine.view(name, " UNION ALL ".join(parts))
+    return name
 
 
 def _load_merged(store: Store, manifests: dict) -> tuple:
@@ -206,13 +215,14 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
     runs = _batches(missing, stored - set(missing), batch_days)
     for n, batch in enumerate(runs):
         label = f"one pass over {len(batch)} day(s) {min(batch)}..{max(batch)}"
-        before = [s for s in stored if s < min(batch)]
-        prior = (store.big_files("event_ids", before), store.legacy_id_files(before)) if store else ([], [])
-        # without a store, this run's earlier passes' event ids (kept by the engine) serve as the earlier days'
-        earlier = [] if store else list(big_parts["event_ids"])
+        # the event ids of the days stored before the batch; without a store, this run's earlier passes' (kept by
+        # the engine) serve as the earlier days'
+        prior = _stored_ids(engine, store, [s for s in stored if s < min(batch)], "scv_prior_stored") if store \
+            else None
+        earlier = ([prior] if prior else []) if store else list(big_parts["event_ids"])
         with phase(None, "statistics", label):
-            res = scan_days(engine, logs, decisions, batch, plan, config, quarantine_dir, run_id, prior, f"b{n}",
-                            derived, earlier)
+            res = scan_days(engine, logs, decisions, batch, plan, config, quarantine_dir, run_id, f"b{n}", derived,
+                            earlier)
         K = max(K, res.K)
         Kw = max(Kw, res.Kw)
         days = _split(res.tables, batch)
@@ -254,10 +264,6 @@ def _day_rows(source, day) -> int | None:
     if source.kind != "files" or None in source.days:
         return None
     return fs.parquet_rows(f for group in source.days.get(day, []) for f in group.files)
-
-
-def store_root(store: Store, name: str) -> str:
-    return store.big_root(name)
 
 
 def _split(tables: dict, batch: list) -> dict:
