@@ -106,6 +106,70 @@ def test_quarantine_all_catches_a_later_copy_of_an_id_repeated_within_a_day(tmp_
     _same(_values(sest), _values(oest))
 
 
+@pytest.mark.parametrize("case", ["one_a_pass", "new_day", "backfill"])
+def test_quarantine_all_flags_the_earlier_copy_across_days(tmp_path, case):
+    """quarantine_all: day 1 and day 2 hold one copy each of an id; both are flagged, as in one cold pass, when
+    the days are scanned one a pass, when day 2 arrives after day 1 was stored (day 1 is read again), and when day
+    1 is backfilled after days 2-3 were stored (before: only the copy of the day scanned second, 1 of 2)."""
+    data = build_random(7, K=2, n_ads=5, days=(0, 1, 2), per_day=60, with_nulls=False)
+    _set_id(data, 1, 0, [r for r in data["logs"] if r["dt"] == D0][0]["event_id"])
+    root, store, mode = tmp_path / "d", tmp_path / "s", ["--duplicates", "quarantine_all"]
+    write_parquet(data, str(root))
+    cold, cest = _run(root, tmp_path / "cold", *mode)
+    assert cold["counts"]["logs"]["by_reason"] == {"DUPLICATE_EVENT_ID": 2}
+    if case == "one_a_pass":
+        warm, west = _run(root, tmp_path / "warm", *mode, "--batch-days", "1")
+    else:
+        first = ["--to", "2026-03-01"] if case == "new_day" else ["--from", "2026-03-02"]
+        _run(root, tmp_path / "first", *mode, *first, stats=store)
+        warm, west = _run(root, tmp_path / "warm", *mode, stats=store)
+        assert (warm["counts"]["days_scanned"], warm["counts"]["days_loaded"]) == (3, 0) if case == "new_day" \
+            else (2, 1)
+    assert warm["counts"]["logs"]["by_reason"] == cold["counts"]["logs"]["by_reason"]
+    assert warm["counts"]["logs"]["by_dt"] == cold["counts"]["logs"]["by_dt"]
+    _same(_values(west), _values(cest))
+
+
+def test_quarantine_all_a_new_day_alone_makes_the_stored_copy_stale(tmp_path):
+    """The scheduled shape: days 1-2 stored, then day 3 alone (its window) holds an id of day 1. Day 3's copy is
+    flagged against day 1's stored ids; day 1, outside that window, is no longer reused, and the next window over
+    all three days scans it again and flags its copy too, as a cold scan does."""
+    data = build_random(7, K=2, n_ads=5, days=(0, 1, 2), per_day=60, with_nulls=False)
+    _set_id(data, 2, 0, [r for r in data["logs"] if r["dt"] == D0][0]["event_id"])
+    root, store, mode = tmp_path / "d", tmp_path / "s", ["--duplicates", "quarantine_all"]
+    write_parquet(data, str(root))
+    _run(root, tmp_path / "first", *mode, "--to", "2026-03-02", stats=store)
+    alone, _ = _run(root, tmp_path / "alone", *mode, "--from", "2026-03-03", stats=store)
+    assert alone["counts"]["logs"]["by_reason"] == {"DUPLICATE_EVENT_ID": 1}
+    warm, west = _run(root, tmp_path / "warm", *mode, stats=store)
+    cold, cest = _run(root, tmp_path / "cold", *mode)
+    assert (warm["counts"]["days_scanned"], warm["counts"]["days_loaded"]) == (1, 2)
+    assert warm["counts"]["logs"]["by_reason"] == cold["counts"]["logs"]["by_reason"] == {"DUPLICATE_EVENT_ID": 2}
+    _same(_values(west), _values(cest))
+
+
+@pytest.mark.parametrize("mode", ["keep_first", "quarantine_all"])
+def test_a_redelivered_day_that_drops_a_copy_unflags_the_other(tmp_path, mode):
+    """Days 1 and 2 share an id and are stored; day N is re-delivered without it (N = 1 for keep_first, whose
+    flag is on day 2's copy; N = 2 for quarantine_all, which flags both). The other day is scanned again and its
+    copy is used, as in a cold scan (before: it stayed quarantined, 1 row)."""
+    data = build_random(7, K=2, n_ads=5, days=(0, 1, 2), per_day=60, with_nulls=False)
+    root, store, args = tmp_path / "d", tmp_path / "s", ["--duplicates", mode]
+    x = [r for r in data["logs"] if r["dt"] == D0][0]["event_id"]
+    _set_id(data, 1, 0, x)
+    write_parquet(data, str(root))
+    first, _ = _run(root, tmp_path / "first", *args, stats=store)
+    assert first["counts"]["logs"]["by_reason"] == {"DUPLICATE_EVENT_ID": 1 if mode == "keep_first" else 2}
+    day = 0 if mode == "keep_first" else 1
+    _set_id(data, day, 0, "re-delivered")
+    write_parquet(data, str(root), days={D0 + dt.timedelta(day)})
+    warm, west = _run(root, tmp_path / "warm", *args, stats=store)
+    cold, cest = _run(root, tmp_path / "cold", *args)
+    assert warm["counts"]["logs"]["by_reason"] == cold["counts"]["logs"]["by_reason"] == {}
+    assert (warm["counts"]["days_scanned"], warm["counts"]["days_loaded"]) == (2, 1)
+    _same(_values(west), _values(cest))
+
+
 def test_one_slot_logs_are_reused_from_the_store(tmp_path):
     """K = 1: check d's table is empty but made, so the second run reads every day from the store (before: every
     day scanned again on every run)."""
@@ -212,3 +276,8 @@ def test_event_ids_stored_as_hex_text_still_find_copies(tmp_path):
     _run(root, tmp_path / "backfill", "--to", day(0).isoformat(), stats=store)
     assert not (store / "_manifest" / f"dt={day(1)}.json").exists()   # day 1 repeats day 0's id: scanned again
     assert (store / "_manifest" / f"dt={day(2)}.json").exists()
+    assert (store / "event_ids" / f"dt={day(1)}").exists()      # its ids still count until it is scanned again
+    full, _ = _run(root, tmp_path / "all", stats=store)
+    assert full["counts"]["days_scanned"] == 1
+    assert not (store / "event_ids" / f"dt={day(1)}").exists()  # written again: its ids as integers only
+    assert (store / "event_hashes" / f"dt={day(1)}").exists()

@@ -66,7 +66,8 @@ def add_gate_arguments(parser) -> None:
                    help="check a: largest bias-corrected Cramer's V between a context feature and the logged ad")
     g.add_argument("--calibration-scope", default="auto", help=CALIBRATION_SCOPE_HELP)
     g.add_argument("--duplicates", choices=("keep_first", "quarantine_all"), default="keep_first",
-                   help="duplicate event ids: keep the first copy (by dt, event_time) or quarantine all")
+                   help="duplicate event ids: keep the first copy (by dt, event_time) or quarantine every copy, on "
+                        "every day of the window and the statistics store")
     g.add_argument("--max-slots", type=int, default=64,
                    help="longest slate (and largest position) a row may have; longer rows are quarantined")
     g.add_argument("--require-full-slates", action="store_true",

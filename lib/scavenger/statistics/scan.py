@@ -115,9 +115,9 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
               quarantine_dir: str | None = None, run_id: str = "adhoc", batch: str = "b0",
               derived: list | None = None, prior_relations: list | None = None) -> ScanResult:
     """The one pass over ``days`` (see module doc). ``logs``/``decisions``: :class:`scavenger.io.sources.Source`;
-    ``prior_relations``: the engine's event-id relations of earlier days, for cross-day duplicates (the stored
-    days' ids, window._stored_ids, or this run's earlier passes over days not stored); ``derived``: SQL of derived decisions over scv_ev (re-orderings of the logged slates,
-    statistics/reorder.py), joined like the others."""
+    ``prior_relations``: the engine's event-id relations of the other days a row's id is checked against, for
+    cross-day duplicates (statistics/copies.IdScope); ``derived``: SQL of derived decisions over scv_ev
+    (re-orderings of the logged slates, statistics/reorder.py), joined like the others."""
     from ..progress import note
 
     cfg = config.rules

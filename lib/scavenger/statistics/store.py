@@ -174,15 +174,34 @@ class Store:
     def legacy_id_files(self, days) -> list:
         """The event-id files of the ``days`` stored before the ids were integers (their id_hash is the hex text of
         the same 16 digits: statistics/sql/logs.id_hash_of reads it as the integer). A day rewritten since has no
-        legacy files (:meth:`invalidate`)."""
+        legacy files (:meth:`drop_legacy_ids`)."""
         days = list(days)
         if not days or not fs.exists(fs.join(self.uri, LEGACY_IDS)):    # a store written since: one look
             return []
         return _day_files(fs.join(self.uri, LEGACY_IDS), days)
 
+    def id_days(self) -> list:
+        """The days whose event ids the store holds (integer or legacy hex text): the stored days, and days made
+        stale (:meth:`invalidate`) whose logs were read before and whose ids still count for the cross-day
+        DUPLICATE_EVENT_ID until the day is scanned again."""
+        out = set()
+        for root in (self.big_root("event_ids"), fs.join(self.uri, LEGACY_IDS)):
+            for name, is_dir in fs.listdir(root):
+                if is_dir and name.startswith("dt="):
+                    try:
+                        out.add(_dt.date.fromisoformat(name[3:]))
+                    except ValueError:
+                        continue
+        return sorted(out)
+
     def invalidate(self, day) -> None:
+        """The day is no longer reused (its manifest and small tables go); its event ids stay (:meth:`id_days`)
+        until the day is written again (:meth:`drop_legacy_ids`, then the new ids replace the old)."""
         fs.delete(self._manifest(day))
         fs.delete(self._bundle(day))
+
+    def drop_legacy_ids(self, day) -> None:
+        """A day about to be written again drops its ids stored as hex text (its new ids are integers)."""
         fs.delete(fs.join(self.uri, LEGACY_IDS, f"dt={day.isoformat()}"))
 
     def write_small(self, day, tables: dict) -> None:

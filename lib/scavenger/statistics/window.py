@@ -9,7 +9,8 @@ A day is scanned when the store has no usable copy (store.Store.usable). Scans r
 ``batch_days`` consecutive missing days (0: one batch; None: as many days as the engine holds in memory,
 :func:`auto_batch_days`), each batch is stored before the next starts, and a batch
 never spans a stored day, so the event ids of every earlier stored day are at hand for the cross-day duplicate
-check (``DUPLICATE_EVENT_ID`` against days before the batch).
+check (``DUPLICATE_EVENT_ID`` against the days before the batch, or every other day with quarantine_all; the
+stored days a day read now makes stale are scanned again: statistics/copies.py).
 """
 from __future__ import annotations
 
@@ -18,11 +19,10 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from ..io import fs
 from ..progress import phase
+from .copies import IdScope, old_ids, read_ahead, stale_days
 from .scan import ADC_TABLES, StatsConfig, adcs_identifiable, scan_days
-from .sql.logs import id_hash_of
-from .store import LEGACY_IDS, STORE_LAYOUT, Store, day_signature, fingerprint
+from .store import STORE_LAYOUT, Store, day_signature, fingerprint
 from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables, sorted_day
 
 
@@ -105,20 +105,26 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
             loaded.append(d)
         else:
             missing.append(d)
+    scope, old = _id_scope(engine, logs, decisions, config, store, missing, dates, batch_days, first_look)
+    for d in scope.again:
+        manifests.pop(d)
+        loaded.remove(d)
+    missing = sorted({*missing, *scope.again})
     with ThreadPoolExecutor(max_workers=1) as background:
         # the stored days are read and merged while the engine scans the missing ones (the scan mostly waits on
         # the engine, the GIL released): a window after one new day then costs little more than its one day
         stored = background.submit(_load_merged, store, {d: manifests[d] for d in loaded}) if loaded else None
         K, Kw, runs, big_parts = _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, run_id,
                                                derived, missing, manifests, per_day, batch_days,
-                                               (logs_fp, dec_fp))
+                                               (logs_fp, dec_fp), scope)
         stored_days, stored_merged = stored.result() if stored is not None else ({}, {})
-    if store and missing and (later := _later_duplicates(engine, store, missing, big_parts["event_ids"])):
-        # a day scanned now (a backfill, a re-delivery) repeats event ids of days stored after it: those later days
-        # were checked against the earlier days they saw, so they are scanned again, now checked against this one
+    if store and missing and not scope.both_ways and \
+            (later := stale_days(engine, store, big_parts["event_ids"], old, {*missing, *first_look}, False)):
+        # a day scanned now (a backfill, a re-delivery) repeats, or no longer holds, event ids of days stored after
+        # it: those later days were checked against the earlier days they saw, so they are scanned again
         from ..progress import note
 
-        note(f"{len(later)} stored day(s) after a day read now repeat its event ids: scanned again "
+        note(f"{len(later)} stored day(s) after a day read now share event ids with it: scanned again "
              f"({', '.join(d.isoformat() for d in later[:5])}{' ...' if len(later) > 5 else ''})")
         for d in later:
             store.invalidate(d)
@@ -163,37 +169,6 @@ def _adc_tables_left_out(per_day: dict) -> bool:
     return any("policy_events" in t and not set(ADC_TABLES) <= set(t) for t in per_day.values())
 
 
-def _later_duplicates(engine, store: Store, scanned: list, relations: list) -> list:
-    """Stored days (not scanned in this run) later than a day scanned now that hold one of its event ids: their
-    copies are later copies, flagged only when those days are scanned again (DUPLICATE_EVENT_ID looks back, at the
-    days before a pass). None in the usual run, whose new day is the latest: no stored day comes after it."""
-    later = [d for d in store.stored_days() if d > min(scanned) and d not in set(scanned)]
-    stored_ids = _stored_ids(engine, store, later, "scv_later_ids") if later and relations else None
-    if stored_ids is None:
-        return []
-    now = " UNION ALL ".join(f"SELECT dt, id_hash FROM {r}" for r in relations)
-    hits = engine.fetch(f"SELECT DISTINCT l.dt AS dt FROM {stored_ids} l JOIN ({now}) n "
-                        f"ON l.id_hash = n.id_hash AND l.dt > n.dt", "later_duplicates")
-    return sorted(pd.to_datetime(hits["dt"]).dt.date.unique().tolist()) if len(hits) else []
-
-
-def _stored_ids(engine, store: Store, days: list, name: str) -> str | None:
-    """Relation ``name`` of (dt, id_hash) of the event ids of stored ``days``, those of days stored as hex text
-    (Store.legacy_id_files) read as the same integers (sql/logs.id_hash_of); None when the days hold none."""
-    files, legacy = store.big_files("event_ids", days), store.legacy_id_files(days)
-    parts = []
-    if files:
-        engine.read_parquet(f"{name}_int", files, root=store.big_root("event_ids"))
-        parts.append(f"SELECT dt, id_hash FROM {name}_int")
-    if legacy:
-        engine.read_parquet(f"{name}_hex", legacy, root=fs.join(store.uri, LEGACY_IDS))
-        parts.append(f"SELECT dt, {id_hash_of('id_hash')} AS id_hash FROM {name}_hex")
-    if not parts:
-        return None
-    engine.view(name, " UNION ALL ".join(parts))
-    return name
-
-
 def _load_merged(store: Store, manifests: dict) -> tuple:
     """({day: {table: frame}}, {table: merged frame}) of the stored days ``manifests`` ({day: manifest}): each table
     merged from its days read at once, not from one frame per day."""
@@ -202,11 +177,11 @@ def _load_merged(store: Store, manifests: dict) -> tuple:
 
 
 def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, run_id, derived, missing, manifests,
-                  per_day, batch_days, fps) -> tuple:
+                  per_day, batch_days, fps, scope) -> tuple:
     """One pass per batch of the missing days: their tables into ``per_day`` and the store, their big relations
     returned as parts. Returns (K, Kw, batches, {big table: [relations]})."""
     logs_fp, dec_fp = fps
-    stored = set(store.stored_days()) if store else set()
+    stored = set(scope.id_days)
     big_parts: dict = {name: [] for name in BIG_COLUMNS}
     K = max([int(m.get("K", 0)) for m in manifests.values()] or [0])
     Kw = 0
@@ -215,11 +190,9 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
     runs = _batches(missing, stored - set(missing), batch_days)
     for n, batch in enumerate(runs):
         label = f"one pass over {len(batch)} day(s) {min(batch)}..{max(batch)}"
-        # the event ids of the days stored before the batch; without a store, this run's earlier passes' (kept by
+        # the event ids of the other days (copies.IdScope); without a store, this run's earlier passes' (kept by
         # the engine) serve as the earlier days'
-        prior = _stored_ids(engine, store, [s for s in stored if s < min(batch)], "scv_prior_stored") if store \
-            else None
-        earlier = ([prior] if prior else []) if store else list(big_parts["event_ids"])
+        earlier = scope.relations(engine, store, batch, big_parts["event_ids"])
         with phase(None, "statistics", label):
             res = scan_days(engine, logs, decisions, batch, plan, config, quarantine_dir, run_id, f"b{n}", derived,
                             earlier)
@@ -234,8 +207,38 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
             _store_batch(engine, store, batch, per_day, res, logs_fp, dec_fp, run_id, _unpinned(logs, decisions))
             # the next passes check their ids against this one's too (as against every day stored before the run):
             # a window scanned again (the ADC-based tables' second look) sees the same earlier days as one run
-            stored |= set(batch)
+            scope.stored(batch)
     return K, Kw, runs, big_parts
+
+
+def _id_scope(engine, logs, decisions, config: StatsConfig, store, missing: list, dates: list, batch_days,
+              first_look) -> tuple:
+    """(copies.IdScope, the missing days' old ids) of the run's passes. quarantine_all reads the missing days'
+    ids ahead when another day's ids count (a store that holds other days, or several passes), and first makes
+    stale every stored day that shares an id with them: those of the window are ``scope.again``, scanned in
+    this run."""
+    both = config.rules.duplicates == "quarantine_all"
+    id_days = set(store.id_days()) if store else set()
+    old = old_ids(engine, store, [d for d in missing if d in id_days]) if store else None
+    scope = IdScope(both, id_days)
+    if not (both and missing):
+        return scope, old
+    size = batch_days if batch_days is not None else auto_batch_days(engine, logs, decisions, missing)
+    if not id_days - set(missing) and len(_batches(missing, set(), size)) < 2:
+        return scope, old
+    scope.ahead = read_ahead(engine, logs, missing)
+    scope.id_days -= set(missing)
+    stale = stale_days(engine, store, [scope.ahead], old, {*missing, *first_look}, True) if store else []
+    if stale:
+        from ..progress import note
+
+        note(f"{len(stale)} stored day(s) share event ids with a day read now (--duplicates quarantine_all flags "
+             f"every copy): {', '.join(d.isoformat() for d in stale[:5])}{' ...' if len(stale) > 5 else ''}; "
+             f"scanned again now when in the window, else when a window holds them")
+        for d in stale:
+            store.invalidate(d)
+        scope.again = [d for d in stale if d in set(dates)]
+    return scope, old
 
 
 def auto_batch_days(engine, logs, decisions, days) -> int:
@@ -301,6 +304,7 @@ def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run
     day holds, the day's own K; ``unpinned``: never reused, see :func:`_unpinned`)."""
     for d in batch:
         store.invalidate(d)
+        store.drop_legacy_ids(d)
         store.write_small(d, per_day[d])
     for name, rel in res.big.items():
         engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", store.big_root(name), batch)

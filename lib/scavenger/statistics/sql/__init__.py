@@ -8,7 +8,7 @@ for; the SQL text itself is here and nowhere else. Relations they read and write
     scv_ev        + every row rule as a flag, sorted slots, id hash           (materialized, logs.py)
     scv_dup_ids   id hashes that repeat (event_ids that repeat)                (materialized, small)
     scv_dups      rows whose event_id repeats, ranked                          (materialized, small)
-    scv_prior     event-id hashes of earlier stored days                       (stored, optional)
+    scv_prior     event-id hashes of other days (statistics/copies.py)          (stored, optional)
     scv_events    + DUPLICATE_EVENT_ID and ``clean``                           (view)
     scv_flat      clean events with slot k as columns a_k, mu_k, w_k; xs       (materialized)
     scv_dec       the day's decisions as read, conformed                       -- the one read

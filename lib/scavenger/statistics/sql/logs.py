@@ -68,7 +68,8 @@ WHERE event_id IS NOT NULL AND id_hash IN (SELECT id_hash FROM scv_dup_ids)"""
 
 
 def prior_hits() -> str:
-    """scv_prior_hits: rows whose id hash is in an earlier stored day (scv_prior.id_hash). The stored hashes (the
+    """scv_prior_hits: rows whose id hash another day holds (scv_prior.id_hash: the days before this pass, or with
+    quarantine_all every other day, statistics/copies.py). The stored hashes (the
     whole window's) are first narrowed to those of this batch's ids, the small side: Spark can then broadcast it
     instead of shuffling every stored id (3 s of a 31-day window of 100k events a day)."""
     return """
@@ -134,6 +135,15 @@ def event_ids() -> str:
     ``duplicates="quarantine_all"`` every copy is flagged, and a later day's copy must still be caught (a repeated
     hash changes no membership)."""
     return "SELECT dt, id_hash FROM scv_ev WHERE event_id IS NOT NULL"
+
+
+def ahead_ids(relation: str = "scv_ahead_logs") -> str:
+    """quarantine_all's look ahead: (dt, id_hash) of every row with an event id in the conformed logs ``relation``
+    of the days about to be scanned, the hash as :func:`events` computes it (ID_HASH of md5(event_id)): one column
+    of the logs, read before the passes (statistics/copies.read_ahead)."""
+    return f"""
+SELECT dt, {ID_HASH} AS id_hash
+FROM (SELECT dt, md5(event_id) AS h FROM {relation} WHERE event_id IS NOT NULL) l"""
 
 
 def _in_order(Kw: int) -> str:
