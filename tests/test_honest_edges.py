@@ -149,6 +149,7 @@ def test_slate_rows_reason_matches_the_case(r, Y, missing, n_all, want):
     rows = slate_rows(_slate_stats(r, Y, missing, n_all), "p", ["slate_ips", "slate_wpi"], ctx)
     assert [x["identified"] for x in rows] == [False, False]
     assert all(want in x["reason"] for x in rows), rows[0]["reason"]
+    assert [x["n_events"] for x in rows] == [len(r)] * 2     # the one event is counted (before: 0)
     if n_all == 1:
         assert "needs logged propensities" not in rows[0]["reason"] and "need at least two" in rows[0]["reason"]
 

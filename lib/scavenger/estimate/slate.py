@@ -49,8 +49,9 @@ def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
     unused = {"n_unused": missing, "n_missing_propensity": missing,
               "unused_reasons": f"missing propensity on a held slot: {missing}" if missing else None}
     if m is None or m.n <= 1:
-        reason = too_few_events_reason(0 if m is None else int(m.n), missing, n_all)
-        return [not_identified(policy_id, e, reason, 0, opts.level, **unused) for e in wanted]
+        n = 0 if m is None else int(m.n)
+        reason = too_few_events_reason(n, missing, n_all)
+        return [not_identified(policy_id, e, reason, n, opts.level, **unused) for e in wanted]
     short = short_events(stats, policy_id)
     if short:
         # pi_k(a_k | x) = 0 at an empty position makes Y_k = 0 and G = 1 - K + sum_k Y_k < 0: no value of the target
