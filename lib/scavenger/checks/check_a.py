@@ -8,6 +8,8 @@ it cannot be judged (warn) below min_table_n impressions or below min_per_level 
 per ad on average."""
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import pandas as pd
 
@@ -15,25 +17,27 @@ from .codes import Codes, dense, group_sum, keep_rows, spread
 from .verdict import FAIL, PASS, WARN, AssumptionConfig, row
 
 CHECK = "a.context_independence"
+SPARSE_ROWS = 20    # a (policy, position) with more features too sparse to judge reports them as one row
 
 
 def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     """Context independence per (policy, position, feature); time dependence shown without failing."""
-    out = []
     codes = Codes(ctx)                  # each column of ctx factorized once, for every group-by below
     partitions = _partitioning_features(ctx, codes)
     keys = ["logging_policy", "position", "feature"]
     # every group's chi-square at once, from its non-zero cells (and within a partitioning feature's strata): the
     # loop below does no pandas work per group (bounded cost for any number of policies and features)
-    stats = _within_days(ctx, keys, codes) if len(ctx) else {}
+    per = _within_days(ctx, keys, codes) if len(ctx) else None
     within = _within_partitions(ctx, keys, partitions)
     days = "dt" in ctx.columns and codes.size("dt") > 1
     # Bonferroni over the tables with a context value to depend on (as check e): an independent logger fails
     # check a with probability at most independence_alpha however many features and positions
-    tested = sum(1 for st in stats.values() if st["r"] >= 2) if stats else 0
+    tested = int((per["r"] >= 2).sum()) if per is not None else 0
     p_cut = cfg.independence_alpha / max(tested, 1)
-    varies = {(p, k) for (p, k, _), st in stats.items() if st["r"] >= 2}
-    for (policy, pos, feat) in sorted(stats):
+    varies = set(per.index[per["r"] >= 2].droplevel("feature")) if per is not None else set()
+    out, per = _sparse_rows(per, partitions, varies, cfg)
+    stats = per.to_dict("index") if per is not None else {}
+    for (policy, pos, feat) in sorted(stats):     # after the sparse features' rows (``out``)
         scope = f"policy={policy} position={pos}"
         part = partitions.get((policy, pos))
         if part is not None and feat in part["features"]:
@@ -50,8 +54,8 @@ def check_a(ctx: pd.DataFrame, slot: pd.DataFrame, cfg: AssumptionConfig) -> lis
     return out + _time_rows(slot)
 
 
-def _within_days(ctx: pd.DataFrame, keys: list, codes: Codes | None = None) -> dict:
-    """{group: chi-square statistics} of value x ad per group of ``keys``, within each day (``dt``): a window's
+def _within_days(ctx: pd.DataFrame, keys: list, codes: Codes | None = None) -> pd.DataFrame:
+    """The chi-square statistics of value x ad per group of ``keys`` (the index), within each day (``dt``): a window's
     days are strata, so a feature that changes with the day (a weekday) while the logger changes too (history,
     allowed by seed 001 Theorem 3) is no context dependence. One day: :func:`.vector.sparse_chi2` of the table.
     Several: :func:`.vector.pooled_chi2` over the days (``days`` of them)."""
@@ -62,9 +66,40 @@ def _within_days(ctx: pd.DataFrame, keys: list, codes: Codes | None = None) -> d
     # the merged context_cells hold one row per (dt, keys, value, ad): a window's cells need no summing first
     per = sparse_chi2(ctx, keys if one else keys + ["dt"], "value", "ad_id", unique=not one, codes=codes)
     if one:
-        per["levels"] = per[["r", "c"]].max(axis=1)
-        return per.to_dict("index")
-    return pooled_chi2(per, keys).assign(days=lambda f: f["parts"]).to_dict("index")
+        return per.assign(levels=per[["r", "c"]].max(axis=1))
+    return pooled_chi2(per, keys).assign(days=lambda f: f["parts"])
+
+
+def _sparse_rows(per: pd.DataFrame | None, partitions: dict, varies: set, cfg: AssumptionConfig) -> tuple:
+    """(rows, the other groups of ``per``): a (policy, position) without a partitioning feature whose features
+    with fewer than min_table_n impressions are more than SPARSE_ROWS (a context of many keys, a row of 100,000)
+    reports them as one row: none can fail (too few impressions), and one verdict row each made a million rows to
+    compute, judge and summarize. Its verdict is that of its worst feature: WARN when one cannot be judged, PASS
+    when each has one value and other features vary (the rows of :func:`_feature_row`)."""
+    if per is None or not len(per):
+        return [], per
+    thin = (per["n"] < cfg.min_table_n).to_numpy()
+    pp = per.index.droplevel("feature")
+    counts = pp[thin].value_counts()
+    many = [k for k in counts.index[counts > SPARSE_ROWS] if partitions.get(k) is None]
+    if not many:
+        return [], per
+    out, gone = [], np.zeros(len(per), dtype=bool)
+    for policy, pos in sorted(many):
+        mask = thin & pp.isin([(policy, pos)])
+        gone |= mask
+        group = per[mask]
+        one_value = int((group["r"] < 2).sum())
+        judged = one_value if (policy, pos) in varies else 0
+        names = ", ".join(heapq.nsmallest(5, map(str, group.index.get_level_values("feature"))))
+        verdict = PASS if judged == len(group) else WARN
+        out.append(row(CHECK, f"policy={policy} position={pos} features={len(group)} sparse", None,
+                       cfg.cramers_v_max, verdict,
+                       f"{len(group)} features have fewer than {cfg.min_table_n} impressions each (e.g. {names}): "
+                       f"too few to show a dependence of the logged ad, so none can fail; {len(group) - judged} "
+                       f"cannot be judged, {judged} have one value where other features vary. Reported as one row "
+                       f"(more than {SPARSE_ROWS}); widen the window or log fewer context keys"))
+    return out, per[~gone]
 
 
 def _within_partitions(ctx: pd.DataFrame, keys: list, partitions: dict) -> dict:
@@ -179,8 +214,9 @@ def _partitioning_features(ctx: pd.DataFrame, codes: Codes | None = None) -> dic
     """Per (policy, position): features with >= 2 values under which every ad appears with one value only (e.g.
     OBD's campaign: ad ids are per campaign), one value holding two ads or more (an eligible set to explore: one ad
     per value is a logger that picks the ad from the feature). They define eligible sets, not exploration; the
-    stratum of an ad is its value of the first such feature (by name). Only when ads have >= 20 impressions on
-    average: a sparse table (ads seen a handful of times) looks like a partition by chance. Integer codes and
+    stratum of an ad is its value of the first such feature (by name). Only a feature seen with every ad of its
+    (policy, position) and with >= 20 impressions per ad on average: a sparse table (ads seen a handful of times),
+    or a key on a few events, looks like a partition by chance. Integer codes and
     bincounts only, no loop per feature (a row of 100,000 context keys makes 400,000 groups)."""
     if not len(ctx):
         return {}
@@ -196,10 +232,12 @@ def _partitioning_features(ctx: pd.DataFrame, codes: Codes | None = None) -> dic
     pp, feat, ad, val, n, at = keep_rows(feat >= 0, [pp, feat, ad, val, n, at])
     pf, npf = dense([pp, feat], [npp, codes.size("feature")])                          # (policy, position, feature)
     pp_of, feat_of = spread(pf, npf, pp), spread(pf, npf, feat)
-    # dense: the feature with the most impressions has >= 20 per ad (a (policy, position) without one is not)
-    n_pos = np.full(npp, -np.inf)
-    np.maximum.at(n_pos, pp_of, group_sum(pf, n, npf))
-    pf, ad, val, at = keep_rows((n_pos >= 20 * n_ads)[pp_of][pf], [pf, ad, val, at])
+    # dense: the feature itself has >= 20 impressions per ad of its (policy, position) and is seen with every one
+    # of them (a key on a few events sees a few ads, each under one value: no partition of the ads)
+    seen = ad >= 0
+    wide = (group_sum(pf, n, npf) >= 20 * n_ads[pp_of]) & \
+        (_distinct(pf[seen], npf, ad[seen], codes.size("ad_id")) >= n_ads[pp_of])
+    pf, ad, val, at = keep_rows(wide[pf], [pf, ad, val, at])
     # a null ad or value is a value of its own (code 0), as drop_duplicates has it
     values, parts = _partition_flags(pf, npf, ad + 1, codes.size("ad_id") + 1, val + 1, codes.size("value") + 1)
     hits = np.flatnonzero(parts)
