@@ -3,6 +3,8 @@ Parquet files DuckDB and Spark give the same statistics tables, quarantine count
 relative) on several log shapes."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -70,6 +72,41 @@ def test_untranslatable_statement_fails_naming_it():
         to_duckdb("SELECT xxhash64(event_id) FROM scv_ev", "my table")
     with pytest.raises(TranslationError, match="'other'.*exists"):
         to_duckdb("SELECT exists(slots, s -> s.ad_id IS NULL) FROM scv_ev", "other")
+
+
+_FIRST_USE = """
+import sys, threading
+sys.setswitchinterval(1e-6)
+from scavenger.engines.dialect import to_duckdb
+from scavenger.statistics.sql import logs as L
+from scavenger.checks.rules import RuleConfig
+one = "SELECT to_json(map('a', 'b')) AS j FROM t"
+statements = [L.events(RuleConfig())] + [one.replace("'a'", repr(k)) for k in "xyz"]
+out = {}
+threads = [threading.Thread(target=lambda k=k, s=s: out.__setitem__(k, to_duckdb(s, str(k))))
+           for k, s in enumerate(statements)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(sum("JSON_FORMAT" in v for v in out.values()))
+"""
+
+
+def test_statements_translated_on_two_threads_at_first_use():
+    """sqlglot's first use is not thread-safe: statements translated at once on the prepare thread and the main
+    thread (engines/duck.py) came out now and then in its generic dialect (``JSON_FORMAT(context)``: an internal
+    error on DuckDB in about 1 of 30 cold runs; 30% of these fresh processes, four threads and a short switch
+    interval, without dialect._TRANSLATING). Each process is a first use."""
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    run = lambda _: subprocess.run([sys.executable, "-c", _FIRST_USE], env=env, capture_output=True,  # noqa: E731
+                                   text=True, timeout=120)
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(run, range(12)))
+    assert all(r.returncode == 0 for r in results), [r.stderr[-500:] for r in results if r.returncode]
+    assert [r.stdout.strip() for r in results] == ["0"] * 12
 
 
 SHAPES = {

@@ -17,12 +17,20 @@ without a list built per row. Spark keeps the explode.
 """
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 SQLGLOT_TESTED = "30.30.0"
 DUCKDB_TESTED = "2.0.1"
 
 _FORBIDDEN = {"xxhash64": "md5", "stack": "explode(array(named_struct(...)))", "pmod": "%"}
+
+
+# sqlglot is not thread-safe on first use: a statement translated on the prepare thread (engines/duck.py) while the
+# main thread translated another came out now and then in sqlglot's generic dialect (`JSON_FORMAT(context)`, which
+# DuckDB has not: an internal error in 1 of 30 cold runs). One translation at a time costs nothing: sqlglot holds
+# the GIL either way, and the prepare thread's gain is translating while DuckDB, not Python, runs.
+_TRANSLATING = threading.Lock()
 
 
 class TranslationError(RuntimeError):
@@ -175,6 +183,11 @@ def _explodes_as_unions(tree):
 @lru_cache(maxsize=4096)
 def to_duckdb(sql: str, name: str = "statement") -> str:
     """The DuckDB text of a Spark SQL statement; TranslationError (with ``name``) when it cannot be translated."""
+    with _TRANSLATING:
+        return _to_duckdb(sql, name)
+
+
+def _to_duckdb(sql: str, name: str) -> str:
     import sqlglot
     from sqlglot.errors import SqlglotError
 
