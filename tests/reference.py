@@ -265,7 +265,8 @@ def ref_tables(data):
         r = slate_r(ev)
         p = d["policy_id"]
         det = all(x["probability"] in (0.0, 1.0) for x in d["slots"])
-        reorder = det and sorted(x["ad_id"] for x in d["slots"] if x["probability"] > 0) == \
+        # a re-ordering of the logged slate: its ads of positive probability are the logged ones (at random too)
+        reorder = sorted({x["ad_id"] for x in d["slots"] if x["probability"] > 0}) == \
             sorted(s["ad_id"] for s in ev["slots"])
         partial = held(ev["slots"]) != ",".join(str(k) for k in range(1, K + 1))
         pe[p] += [1, det, d["base_policy"] is not None, reorder, partial]

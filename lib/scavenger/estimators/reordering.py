@@ -1,7 +1,8 @@
 """Re-ordering estimator (seed 001 section 4.2-4.4; MATH.md "Re-ordering estimator").
 
-A target h_pi keeps the logged ads and re-orders them; j' = the new position of the ad logged at i. From the
-``factored`` table (F(a,i,j) = sum of r pi(a at j) over logged slots (a, i)):
+A target h_pi keeps the logged ads and re-orders them, deterministically or at random; j' = the new position of
+the ad logged at i (at random: F weighs each of its positions by its probability). From the ``factored`` table
+(F(a,i,j) = sum of r pi(a at j) over logged slots (a, i)):
 
     V(h_pi) = sum_t sum_i r'_{t,i} C_{j'} = sum_{a,i,j} F(a,i,j) C_j / C_i          (unnormalized: total clicks)
     per event: V(h_pi) / n_events

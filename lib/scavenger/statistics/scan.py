@@ -24,12 +24,13 @@ from .sql import logs as L
 from .sql import tables as T
 from .tables import split_factored, split_policy_groups
 
-STATS_VERSION = 8   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
+STATS_VERSION = 9   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
 #                     factored sums and extra positions (wide columns for the positions most rows hold);
 #                     6: CONTEXT_DUPLICATE_KEY in log_counts; m_r, impressions with a known slot reward
 #                     (ad_position, policy_ads; m_boot counts them); 7: n_short in policy_events; nanosecond
 #                     and text event times read alike on both engines (rows clean on one engine only before);
-#                     8: event_ids' id_hash a BIGINT (the hex text before)
+#                     8: event_ids' id_hash a BIGINT (the hex text before); 9: stochastic re-orderings of
+#                     the logged slate in n_reorder and reorder_pairs
 WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
 WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it
 BY_VALUE_EVENTS = 20  # ad_position sums per scope-key value first when the values average >= 20 events each
