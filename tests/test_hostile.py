@@ -177,6 +177,7 @@ def test_one_long_valid_row_costs_its_own_length(tmp_path, monkeypatch):
     got = {}
     for share in (scan.WIDE_SHARE, 0.0):
         monkeypatch.setattr(scan, "WIDE_SHARE", share)
+        monkeypatch.setattr(scan, "WIDE_ROWS", scan.WIDE_ROWS if share else 0)
         engine = open_engine("duckdb", "test")
         try:
             ev = evaluate(engine, describe_inputs(str(root / "logs"), str(root / "decisions")), EvaluateOptions(),

@@ -32,7 +32,10 @@ STATS_VERSION = 9   # 3: one pass in SQL (partial slates, folds, check tables); 
 #                     8: event_ids' id_hash a BIGINT (the hex text before); 9: stochastic re-orderings of
 #                     the logged slate in n_reorder and reorder_pairs
 WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
-WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it
+WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it,
+WIDE_ROWS = 100      # and at least 100 of them (a wide column costs the statements K^2 moment sums: one row of
+WIDE_MAX = 64        # 64 slots among 80 made 4,096 and 13 s), and never beyond 64 (128 wide positions made a
+#                      statement DuckDB dies on, SIGFPE): the rows reaching further hold the rest as a list
 BY_VALUE_EVENTS = 20  # ad_position sums per scope-key value first when the values average >= 20 events each
 LOG_TABLES = ("log_summary", "ad_position", "context_cells", "pair_strata", "calibration_cells")
 DECISION_TABLES = ("policy_events", "base_targets", "slate_moments", "slate_targets", "slate_covered", "factored",
@@ -255,18 +258,19 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
 
 
 def wide_positions(profile: pd.DataFrame, K: int) -> int:
-    """Kw: how many positions are wide columns of the flat relation. At least min(K, WIDE_MIN); beyond that,
-    position k while more than WIDE_SHARE of the clean rows reach it (``profile``: clean rows per largest position
-    held). The other rows' slots beyond Kw travel as a list, so one very long row costs its own length, not K
-    columns on every row."""
+    """Kw: how many positions are wide columns of the flat relation. At least min(K, WIDE_MIN); beyond that, up to
+    WIDE_MAX, position k while more than WIDE_SHARE of the clean rows, and at least WIDE_ROWS, reach it
+    (``profile``: clean rows per largest position held). The other rows' slots beyond Kw travel as a list, so one
+    very long row costs its own length, not K columns on every row."""
     if not len(profile):
         return min(K, WIDE_MIN)
     k_row = pd.to_numeric(profile["k_row"], errors="coerce").fillna(0).to_numpy()
     n = pd.to_numeric(profile["n"], errors="coerce").fillna(0).to_numpy()
     total = n.sum()
     Kw = min(K, WIDE_MIN)
-    for k in range(Kw + 1, K + 1):
-        if n[k_row >= k].sum() > WIDE_SHARE * total:
+    for k in range(Kw + 1, min(K, WIDE_MAX) + 1):
+        reach = n[k_row >= k].sum()
+        if reach > WIDE_SHARE * total and reach >= WIDE_ROWS:
             Kw = k
     return Kw
 
