@@ -390,13 +390,15 @@ def test_directory_links_back_are_listed_once(tmp_path):
 
 
 def test_columns_named_like_the_readers_own(tmp_path):
-    """Logs and decisions holding extra columns named ``filename`` and ``file_row_number`` (DuckDB's reader adds
-    columns of those names: exit 1 before) give the counts and estimates of the same files without them."""
+    """Logs and decisions holding extra columns named ``filename``, ``file_row_number`` and ``scv_filename``
+    (DuckDB's reader adds columns of those names: exit 1 before) give the counts and estimates of the same files
+    without them."""
     build(tmp_path / "plain", per_day=150)
     shutil.copytree(tmp_path / "plain", tmp_path / "extra")
     for side in ("logs", "decisions"):
         _rewrite(tmp_path / "extra" / side, lambda t: t.append_column("filename", pa.array(["x"] * t.num_rows))
-                 .append_column("file_row_number", pa.array([7] * t.num_rows, pa.int64())))
+                 .append_column("file_row_number", pa.array([7] * t.num_rows, pa.int64()))
+                 .append_column("scv_filename", pa.array(["y"] * t.num_rows)))
     got = {}
     for name in ("plain", "extra"):
         out = tmp_path / f"out_{name}"

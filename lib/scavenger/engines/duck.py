@@ -40,17 +40,21 @@ def _backslash_free(path: str):
 
 def _with_file_rid(files: str, offset: int, schema, contract) -> str:
     """The files' rows plus ``_rid``: the file's place in the list and the row's place in the file (unique, and
-    computed in parallel, unlike row_number() OVER ()). A file holding a column named ``file_row_number`` hides
+    computed in parallel, unlike row_number() OVER ()). A file's own ``scv_filename`` column makes the file name's
+    column another name. A file holding a column named ``file_row_number`` hides
     DuckDB's own (its reader refuses the option then): its rows are numbered in the order of their contract columns,
     so the same rows get the same ids on every run (which of two rows equal in every contract column comes first
     cannot show in any output)."""
-    pos = f"CAST(({offset} + list_position([{files}], scv_filename)) AS BIGINT) * 4294967296"
+    fname = "scv_filename"
+    while fname in schema.names:        # a file's own column of that name (DuckDB refuses the option then)
+        fname += "_"
+    pos = f"CAST(({offset} + list_position([{files}], {fname})) AS BIGINT) * 4294967296"
     if "file_row_number" not in schema.names:
         return (f"SELECT *, {pos} + file_row_number AS _rid FROM read_parquet([{files}], hive_partitioning = false, "
-                f"filename = 'scv_filename', file_row_number = true)")
+                f"filename = '{fname}', file_row_number = true)")
     order = ", ".join('"' + c.replace('"', '""') + '"' for c in contract.columns if c in schema.names)
-    return (f"SELECT *, {pos} + row_number() OVER (PARTITION BY scv_filename ORDER BY {order or 'scv_filename'}) "
-            f"AS _rid FROM read_parquet([{files}], hive_partitioning = false, filename = 'scv_filename')")
+    return (f"SELECT *, {pos} + row_number() OVER (PARTITION BY {fname} ORDER BY {order or fname}) "
+            f"AS _rid FROM read_parquet([{files}], hive_partitioning = false, filename = '{fname}')")
 
 
 def _nanos_columns(schema, contract) -> set:
