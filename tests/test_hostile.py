@@ -481,6 +481,23 @@ def test_context_map_holding_a_key_twice_is_quarantined(tmp_path):
     res = json.loads((tmp_path / "out2" / "result.json").read_text())
     assert "holds the same key twice" in res["message"] and "Parquet map" in res["message"]
 
+    def null_key(t):          # a pair with a null key
+        ctx = t.column("context").to_pylist()
+        ctx[0] = [{"key": None, "value": "v"}]
+        return t.set_column(t.schema.get_field_index("context"), "context", pa.array(ctx, t.schema.field("context").type))
+
+    _rewrite(tmp_path / "logs" / "dt=2026-01-01", null_key)
+    assert main(args + ["--out", str(tmp_path / "out3")]) == 3          # an internal error before
+    res = json.loads((tmp_path / "out3" / "result.json").read_text())
+    assert "holds a pair with a null key" in res["message"]
+    for side in ("logs", "decisions"):    # an empty pair of a list<list<string>> context: no key either
+        shutil.rmtree(tmp_path / side / "dt=2026-01-02", ignore_errors=True)
+    _rewrite(tmp_path / "logs" / "dt=2026-01-01", lambda t: t.set_column(
+        t.schema.get_field_index("context"), "context",
+        pa.array([[[]]] + [[["k", "v"]]] * (t.num_rows - 1), pa.list_(pa.list_(pa.string())))))
+    assert main(args + ["--out", str(tmp_path / "out4")]) == 3
+    assert "holds a pair with a null key" in json.loads((tmp_path / "out4" / "result.json").read_text())["message"]
+
 
 # ---- 5. every ending recorded ------------------------------------------------------------------------------------
 def _start(argv, out: Path, run_id: str):

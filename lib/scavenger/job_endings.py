@@ -120,6 +120,12 @@ def _classify(exc: BaseException, before_run: bool = False) -> tuple[int, str, s
             "the context of some row, written as a list of (key, value) pairs, holds the same key twice, so it "
             "cannot be read as a map: write each key once per row (or write the column as a Parquet map, whose "
             "rows with a repeated key are quarantined as CONTEXT_DUPLICATE_KEY)")
+    if ("Map keys can not be NULL" in str(exc) and type(exc).__module__.startswith(("duckdb", "_duckdb"))) or \
+            "NULL_MAP_KEY" in str(exc):
+        # the same for a pair whose key is null (or an empty list pair): no map holds a null key
+        return errors.EXIT_DATA_CHECK, "data_check_failed", _bounded(
+            "the context of some row, written as a list of (key, value) pairs, holds a pair with a null key (or an "
+            "empty pair), so it cannot be read as a map: give every pair a key, or leave the pair out")
     if before_run and isinstance(exc, UnicodeError):
         return errors.EXIT_USAGE, "bad_arguments", _bounded(f"a path or value given is not valid UTF-8: {exc}")
     return errors.EXIT_INTERNAL, "internal_error", f"{type(exc).__name__}: {_one_line(exc)}"
