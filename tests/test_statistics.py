@@ -125,6 +125,31 @@ def test_random_shapes_equal_reference(seed):
     assert_tables_match(run_window(*arrow_tables(data)), data)
 
 
+def test_decisions_of_many_entries_equal_reference():
+    """Decisions listing 60 entries (beyond DET_PAIRWISE: det by distinct (position, ad) pairs, not pairwise; a
+    decision of 20,000 entries took 26 s of the join): a deterministic one with 59 zero-probability entries at
+    position 1 and a stochastic one spreading position 1 over 60 ads. Every table equals the reference, and
+    n_deterministic counts the first only."""
+    from scavenger.statistics.sql.decisions import DET_PAIRWISE
+
+    data = build_random(seed=4, K=3, n_ads=6, days=(0,), per_day=50, with_nulls=False)
+    extra = []
+    for d in [d for d in data["decisions"] if d["policy_id"] == "det"]:
+        first = next(x for x in d["slots"] if x["position"] == 1)
+        rest = [x for x in d["slots"] if x["position"] != 1]
+        zeros = [{"position": 1, "ad_id": f"z{i}", "probability": 0.0} for i in range(59)]
+        spread = [{"position": 1, "ad_id": f"z{i}", "probability": 1 / 60} for i in range(59)]
+        extra.append({**d, "policy_id": "many_det", "slots": [first, *zeros, *rest]})
+        extra.append({**d, "policy_id": "many_sto", "slots": [dict(first, probability=1 / 60), *spread, *rest]})
+    assert len(extra[0]["slots"]) > DET_PAIRWISE
+    data["decisions"] += extra
+    stats = run_window(*arrow_tables(data))
+    assert_tables_match(stats, data)
+    pe = stats.table("policy_events").set_index("policy_id")
+    assert pe.loc["many_det", "n_deterministic"] == pe.loc["many_det", "n_events"] == 50
+    assert pe.loc["many_sto", "n_deterministic"] == 0
+
+
 def test_partial_and_extra_slots_equal_reference():
     """Rows holding a subset of the positions, or an extra slot at K + 1: each contributes through what it holds
     (Y_k = 1 where it holds nothing), K is the largest position held."""
