@@ -236,7 +236,8 @@ def test_a_stochastic_reordering_of_the_logged_slate_is_a_reordering():
         assert math.isclose(rows.loc["reorder", "std_error"], X.std() / math.sqrt(len(X)), rel_tol=1e-9)
         # the truth: every slot's click rate u ctr_a C_j at its new position, averaged over the user factor 0.3/1.7
         ctr = dict(zip(data["ads"], np.linspace(0.5, 0.15, len(data["ads"]))))
-        truth = np.mean([sum(ctr[s["ad_id"]] * (q * C[s["position"] - 1] + (1 - q) * C[len(ev["slots"]) - s["position"]])
+        truth = np.mean([sum(ctr[s["ad_id"]] * (q * C[s["position"] - 1]
+                                                 + (1 - q) * C[len(ev["slots"]) - s["position"]])
                              for s in ev["slots"]) for ev in data["logs"]])
         assert abs(rows.loc["reorder", "value"] - truth) < 3 * rows.loc["reorder", "std_error"], (truth, rows)
     finally:

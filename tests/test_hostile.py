@@ -484,7 +484,8 @@ def test_context_map_holding_a_key_twice_is_quarantined(tmp_path):
     def null_key(t):          # a pair with a null key
         ctx = t.column("context").to_pylist()
         ctx[0] = [{"key": None, "value": "v"}]
-        return t.set_column(t.schema.get_field_index("context"), "context", pa.array(ctx, t.schema.field("context").type))
+        typ = t.schema.field("context").type
+        return t.set_column(t.schema.get_field_index("context"), "context", pa.array(ctx, typ))
 
     _rewrite(tmp_path / "logs" / "dt=2026-01-01", null_key)
     assert main(args + ["--out", str(tmp_path / "out3")]) == 3          # an internal error before

@@ -71,10 +71,11 @@ def not_in(relation: str, batch: list) -> str:
 
 
 def stale_days(engine, store: Store, new: list, old: str | None, exclude, both_ways: bool) -> list:
-    """Stored days (with a manifest, not in ``exclude``: the days read now, never empty) whose flags a day read now changes: they share an id that
-    the days read now gained or lost, their ids now (the (dt, id_hash) relations ``new``) against those the store
-    held for them (``old``: none for a new day; a day read again unchanged gains and loses none). Later days only
-    (keep_first: only a later copy's flag depends on an earlier day), or earlier ones too (``both_ways``)."""
+    """Stored days (with a manifest, not in ``exclude``: the days read now, never empty) whose flags a day read now
+    changes: they share an id that the days read now gained or lost, their ids now (the (dt, id_hash) relations
+    ``new``) against those the store held for them (``old``: none for a new day; a day read again unchanged gains
+    and loses none). Later days only (keep_first: only a later copy's flag depends on an earlier day), or earlier
+    ones too (``both_ways``)."""
     first = min(exclude)
     days = [d for d in store.stored_days() if d not in set(exclude) and (both_ways or d > first)]
     ids = stored_ids(engine, store, days, "scv_stale_ids") if days and new else None
