@@ -224,3 +224,63 @@ def test_decision_days_the_logs_lack_are_counted_and_judged(original, tmp_path):
     assert c["rows_without_logs"] > 0 and c["days_without_logs"] == ["2026-03-02"]
     assert any(v["check"] == "input" and v["verdict"] == "fail" and "the logs lack (2026-03-02)" in v["message"]
                for v in res["verdicts"])
+
+
+def _untidy_tree(original, root) -> int:
+    """The original's logs laid out as users leave them: a day split between dt=2026-03-01 and DT=2026-03-01
+    (40 rows each), the other day under DT=2026-03-02 (80), and beside them a dt=2026-03-01.bak copy (80), a
+    backup/ directory (80) and a loose file (80), plus writer metadata (_SUCCESS, .crc, _temporary/, .hidden/,
+    _manifest.json) that holds no rows. Returns the rows of the visible Parquet files (400)."""
+    logs = f"{original}/logs"
+    day1, day2 = pq.read_table(f"{logs}/dt=2026-03-01"), pq.read_table(f"{logs}/dt=2026-03-02")
+    day1, day2 = day1.drop_columns([c for c in ("dt",) if c in day1.column_names]), \
+        day2.drop_columns([c for c in ("dt",) if c in day2.column_names])
+    for sub, table in (("dt=2026-03-01", day1.slice(0, 40)), ("DT=2026-03-01", day1.slice(40)),
+                       ("DT=2026-03-02", day2), ("dt=2026-03-01.bak", day1), ("backup", day1)):
+        os.makedirs(f"{root}/{sub}")
+        pq.write_table(table, f"{root}/{sub}/part-0.parquet")
+    pq.write_table(day2, f"{root}/loose.parquet")
+    for hidden in ("_temporary/0", ".hidden"):             # writer metadata: rows there are not the dataset's
+        os.makedirs(f"{root}/{hidden}")
+        pq.write_table(day1, f"{root}/{hidden}/part-0.parquet")
+    for name in ("_SUCCESS", ".part-0.parquet.crc", "_manifest.json"):
+        open(f"{root}/{name}", "w").write("{}")
+    open(f"{root}/dt=2026-03-01/_SUCCESS", "w").close()
+    return 40 + 40 + 80 + 80 + 80 + 80
+
+
+def test_every_parquet_file_under_logs_is_read_or_counted(original, tmp_path, capsys, engine="duckdb"):
+    """Every visible Parquet file under --logs is read or counted: a DT=YYYY-MM-DD directory is that day's (Spark
+    matches partition names case-insensitively by default, Hive lower-cases them), also beside a dt= directory of
+    the same day; a directory or file beside the dt= directories (backup/, loose.parquet) and a dt= directory
+    holding no date are named on stderr and counted as rows without a date. Before, the DT= directories, backup/
+    and the loose file vanished: rows_in 40 of 400 on disk, no word. Hidden names stay writer metadata."""
+    root = tmp_path / "logs"
+    on_disk = _untidy_tree(original, root)
+    argv = ["validate", "--logs", str(root), "--engine", engine, "--no-great-expectations"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 3          # 240 of 400 rows have no day: over 0.1%
+    captured = capsys.readouterr()
+    c = _log_counts(tmp_path / "a")
+    assert (c["rows_in"], c["rows_used"], c["rows_quarantined"], c["rows_without_dt"]) == (160, 160, 0, 240)
+    assert c["rows_in"] + c["rows_without_dt"] == on_disk
+    assert [(d["dt"], d["rows"], d["used"]) for d in c["by_dt"]] == [("2026-03-01", 80, 80), ("2026-03-02", 80, 80)]
+    assert "skipped 1 directory whose name holds no date (dt=2026-03-01.bak)" in captured.err
+    assert "skipped 2 entries beside the dt=YYYY-MM-DD directories (backup, loose.parquet)" in captured.err
+    assert "_temporary" not in captured.err and ".hidden" not in captured.err and "_SUCCESS" not in captured.err
+    assert "rows without a date 240" in captured.out
+    with open(tmp_path / "a" / "result.json") as fh:
+        res = json.load(fh)
+    assert any(v["check"] == "input" and v["verdict"] == "fail" and "240 impression_log row(s) have a null dt or one that is not a date, or lie in a file outside"
+               in v["message"] for v in res["verdicts"])
+    # the dated rows read as the original's: same counts per day once the rows without a date are allowed
+    assert main([*argv, "--out", str(tmp_path / "b"), "--max-quarantine-share", "0.7"]) == 0
+    assert main(["validate", "--logs", f"{original}/logs", "--engine", engine, "--no-great-expectations",
+                 "--out", str(tmp_path / "ref")]) == 0
+    ref = _log_counts(tmp_path / "ref")
+    got = _log_counts(tmp_path / "b")
+    assert got["by_dt"] == ref["by_dt"] and got["rows_in"] == ref["rows_in"] == 160
+
+
+def test_every_parquet_file_under_logs_is_read_or_counted_on_spark(spark, original, tmp_path, capsys):
+    """The same tree on Spark: the same days, counts and names (the files are found before any engine reads)."""
+    test_every_parquet_file_under_logs_is_read_or_counted(original, tmp_path, capsys, engine="spark")

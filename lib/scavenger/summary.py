@@ -22,6 +22,13 @@ def _rows_lines(counts: dict) -> list[str]:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(c.get("by_reason", {}).items(), key=lambda kv: -kv[1])[:3])
         out.append(f"  {table:<9} rows in {c['rows_in']:>10,}  used {c['rows_used']:>10,}  quarantined "
                    f"{c['rows_quarantined']:>8,}" + (f"  ({reasons})" if reasons else ""))
+        # rows no pass read: named on stderr, judged by the gate, and said here beside the rows read
+        if c.get("rows_without_dt"):
+            out.append(f"  {'':<9} rows without a date {c['rows_without_dt']:,} (not read: see stderr)")
+        if c.get("rows_without_logs"):
+            days = c.get("days_without_logs") or []
+            out.append(f"  {'':<9} rows without logs {c['rows_without_logs']:,} (day(s) the logs lack: "
+                       f"{', '.join(days[:3])}{' ...' if len(days) > 3 else ''})")
     return out
 
 

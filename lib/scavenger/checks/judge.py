@@ -59,14 +59,16 @@ def row_counts(stats, undated: dict | None = None, orphans: dict | None = None) 
 def _undated_row(name: str, c: dict, max_share: float) -> list[dict]:
     """The verdict on rows without a date (``rows_without_dt``): judged like quarantined rows."""
     rows = []
-    for key, why in (("rows_without_dt", "have a null dt or one that is not a date"),
+    for key, why in (("rows_without_dt", "have a null dt or one that is not a date, or lie in a file outside every "
+                                         "dt=YYYY-MM-DD directory"),
                      ("rows_without_logs",
                       f"lie in day(s) the logs lack ({', '.join(c.get('days_without_logs', [])[:5])})")):
         n = c.get(key, 0)
         if not n:
             continue
         share = n / (c["rows_in"] + n)
-        fix = ("give each row the UTC date of its event (dt)" if key == "rows_without_dt" else
+        fix = ("give each row the UTC date of its event (dt), each file under its day's dt=YYYY-MM-DD "
+               "directory" if key == "rows_without_dt" else
                "check the logs' path for those days, or the window (--from, --to)")
         rows.append(A.row("input", name, share, max_share, A.FAIL if share > max_share else A.WARN,
                           f"{n} {name} row(s) {why} ({share:.4%} of {c['rows_in'] + n}): no pass reads them, so no "

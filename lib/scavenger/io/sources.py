@@ -40,7 +40,8 @@ class Source:
     days: dict = field(default_factory=dict)    # files: {date: [FileGroup]}; undivided sources use key None
     obj: object = None                          # table name, Spark DataFrame or pyarrow Table
     signature: dict = field(default_factory=dict)  # files: {date: [[relpath, size, mtime_ns], ...]}
-    undated: list = field(default_factory=list)    # files: the dt= directories whose name holds no date
+    undated: list = field(default_factory=list)    # files: what a dt-partitioned source holds outside its dated
+    #                                                 directories (dt= names without a date, other dirs and files)
 
     @property
     def local(self) -> bool:
@@ -107,22 +108,19 @@ def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Sourc
     uri = fs.normalize(text)
     if fs.is_local(uri) and not fs.exists(uri):
         raise UsageError(f"{flag}: no such path: {text}")
-    undated: list = []
-    parts = fs.dt_partitions(uri, contract.partition_column, undated) if fs.isdir(uri) else {}
-    if parts and undated:
-        from ..progress import note
-
-        shown = ", ".join(sorted(undated)[:5]) + (f" and {len(undated) - 5} more" if len(undated) > 5 else "")
-        note(f"{flag}: skipped {len(undated)} director{'y' if len(undated) == 1 else 'ies'} whose name holds no "
-             f"date ({shown}): their rows belong to no day of any window; they are counted and judged as rows "
-             f"without a date")
-    src = Source(kind="files", name=text, uri=uri, undated=[fs.join(uri, n) for n in sorted(undated)] if parts else [])
+    layout = fs.dt_layout(uri, contract.partition_column) if fs.isdir(uri) else fs.DtLayout({}, [], [])
+    parts = layout.days
+    src = Source(kind="files", name=text, uri=uri,
+                 undated=[fs.join(uri, n) for n in sorted(layout.undated + layout.other)] if parts else [])
     if parts:
-        for day, day_uri in sorted(parts.items()):
+        _note_undated(flag, contract.partition_column, layout)
+        for day, day_uris in sorted(parts.items()):
             if (date_from and day < date_from) or (date_to and day > date_to):
                 continue
-            files = fs.data_files(day_uri)
-            src.signature[day] = [[f[0][len(day_uri):].lstrip("/"), f[1], f[2]] for f in files]
+            files, base = [], day_uris[0] if len(day_uris) == 1 else uri
+            for day_uri in day_uris:
+                files += fs.data_files(day_uri)
+            src.signature[day] = [[f[0][len(base):].lstrip("/"), f[1], f[2]] for f in files]
             src.days[day] = _groups([f[0] for f in files], contract, day, flag)
         return src
     files = fs.data_files(uri)
@@ -133,6 +131,28 @@ def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Sourc
     src.signature[None] = [[f[0], f[1], f[2]] for f in files]
     src.days[None] = _groups([f[0] for f in files], contract, None, flag)
     return src
+
+
+def _note_undated(flag: str, column: str, layout) -> None:
+    """Name on stderr what a partitioned source holds outside its dated directories: no window reads those rows;
+    they are counted (from the Parquet footers) and judged as rows without a date (pipelines.common.window_days)."""
+    from ..progress import note
+
+    def shown(names: list) -> str:
+        names = sorted(names)
+        return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+    if layout.undated:
+        n = len(layout.undated)
+        note(f"{flag}: skipped {n} director{'y' if n == 1 else 'ies'} whose name holds no date "
+             f"({shown(layout.undated)}): their rows belong to no day of any window; they are counted and judged "
+             f"as rows without a date")
+    if layout.other:
+        n = len(layout.other)
+        note(f"{flag}: skipped {n} entr{'y' if n == 1 else 'ies'} beside the {column}=YYYY-MM-DD directories "
+             f"({shown(layout.other)}): outside every {column}= directory their rows belong to no day of any "
+             f"window; they are counted and judged as rows without a date (move them into their day's "
+             f"{column}= directory, or out of the input)")
 
 
 def _groups(files: list, contract, day, flag: str) -> list:

@@ -165,8 +165,9 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
 
     dates, undated = window_days(engine, inputs)
     if not dates:
-        why = (f": its {undated['logs']} row(s) have a null dt or one that is not a date; give each row the UTC "
-               f"date of its event (dt)") if undated.get("logs") else ""
+        why = (f": its {undated['logs']} row(s) have a null dt or one that is not a date, or lie in a file "
+               f"outside every dt=YYYY-MM-DD directory; give each row the UTC date of its event (dt)") \
+            if undated.get("logs") else ""
         raise DataCheckFailed(f"no log partitions in the window {inputs.date_from or '-'}..{inputs.date_to or '-'} "
                               f"of {inputs.logs.name}{why}")
     key = {"policies": sorted(inputs.policies) if inputs.policies else None, "extra": decisions_key}
