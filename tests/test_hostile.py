@@ -578,3 +578,65 @@ def test_manifest_covers_catalog_tables(spark, tmp_path):
     assert manifest.verify(str(tmp_path / "b"), spark=spark) == []
     problems = manifest.verify(str(tmp_path / "a"), spark=spark)    # A's partitions now hold B's rows
     assert any("scv_hostile.estimates" in p and "B" in p for p in problems)
+
+
+def _reconciles(c: dict) -> None:
+    """rows in = used + quarantined, for the table and for each dt."""
+    assert c["rows_in"] == c["rows_used"] + c["rows_quarantined"]
+    assert sum(d["rows"] for d in c["by_dt"]) == c["rows_in"]
+    assert all(d["rows"] == d["used"] + d["quarantined"] for d in c["by_dt"])
+
+
+def test_a_job_stopped_after_its_pass_keeps_its_counts(tmp_path):
+    """A job that stops with exit 3 after its pass wrote the quarantine keeps the window's counts and names the
+    quarantine in result.json: evaluate's "no estimator left to run" (counts {} and outputs {} before, although
+    8 log and 40 decision rows were quarantined and listed in _manifest.json), adc's failed check a, train's empty
+    scoring window (its training counts)."""
+    from reference import build_random
+
+    data = build_random(seed=6, K=3, n_ads=6, days=(0, 1), per_day=80, with_nulls=False)
+    for i in range(8):
+        data["logs"][i]["slots"][0]["propensity"] = float("nan")
+    write_parquet(data, str(tmp_path / "r"))
+    out = tmp_path / "ev"
+    assert main(["evaluate", "--logs", str(tmp_path / "r" / "logs"), "--decisions", str(tmp_path / "r" / "decisions"),
+                 "--engine", "duckdb", "--out", str(out), "--max-quarantine-share", "0.1"]) == 3
+    res = json.loads((out / "result.json").read_text())
+    assert res["message"].startswith("no estimator left to run")
+    logs, decs = res["counts"]["logs"], res["counts"]["decisions"]
+    assert (logs["rows_in"], logs["rows_used"], logs["rows_quarantined"]) == (160, 152, 8)
+    assert (decs["rows_in"], decs["rows_used"], decs["rows_quarantined"]) == (800, 760, 40)
+    _reconciles(logs), _reconciles(decs)
+    assert res["counts"]["days"] == 2 and res["counts"]["rows_read"] == 160
+    assert res["outputs"] == {"quarantine": str(out / "quarantine")}
+    tables = {t["name"]: t["rows"] for t in json.loads((out / "_manifest.json").read_text())["tables"]}
+    assert tables == {"quarantine_logs": 8, "quarantine_decisions": 40}
+
+    # adc: the logged ad follows the context (check a fails under --gate enforce)
+    data = build(tmp_path / "a", per_day=400, ads=4)
+    for i, e in enumerate(data["logs"]):
+        c = int(e["context_id"][1:])
+        for s in e["slots"]:
+            s["ad_id"] = f"a{s['position']}_{(c % 2) * 2 + i % 2}"
+    for e in data["logs"][:4]:
+        e["slots"][0]["propensity"] = float("nan")
+    shutil.rmtree(tmp_path / "a")
+    write_parquet(data, str(tmp_path / "a"))
+    out = tmp_path / "adc"
+    assert main(["adc", "--logs", str(tmp_path / "a" / "logs"), "--engine", "duckdb", "--out", str(out),
+                 "--max-quarantine-share", "0.5"]) == 3
+    res = json.loads((out / "result.json").read_text())
+    assert res["message"].startswith("refusing to write ADCs: check(s) a failed")
+    logs = res["counts"]["logs"]
+    assert (logs["rows_in"], logs["rows_used"], logs["rows_quarantined"]) == (800, 796, 4)
+    _reconciles(logs)
+    assert res["outputs"] == {"quarantine": str(out / "quarantine")}
+
+    # train: nothing to decide for in the scoring window; the training window's counts stay
+    out = tmp_path / "train"
+    assert main(["train", "--logs", str(tmp_path / "a" / "logs"), "--engine", "duckdb", "--out", str(out),
+                 "--from", "2026-01-01", "--to", "2026-01-01", "--score-from", "2026-01-03", "--score-to",
+                 "2026-01-03", "--method", "regression", "--adc", "1,0.5,0.3", "--m", "3"]) == 3
+    res = json.loads((out / "result.json").read_text())
+    assert res["message"] == "no events to decide for in 2026-01-03..2026-01-03"
+    assert (res["counts"]["train_events"], res["counts"]["train_slots"]) == (400, 1200)

@@ -67,14 +67,18 @@ def _say(module, code: int, message: str, debug: bool) -> None:
 
 
 def _record_counts(result, args, counts) -> None:
-    """A data check that failed after the rows were read: result.json keeps the row counts (rows in = used +
-    quarantined) and names the quarantine the pass wrote."""
+    """A job stopped after the rows were read (a failed check, no estimator left): result.json keeps the row
+    counts (rows in = used + quarantined) and names the quarantine the pass wrote (rows quarantined, or a
+    quarantine table in this run's manifest)."""
     if not counts or result.counts:
         return
     from .commands._common import quarantine_dir
+    from .io import manifest
 
     result.counts.update(counts)
-    if any((c or {}).get("rows_quarantined") for c in counts.values() if isinstance(c, dict)):
+    run = manifest.current()
+    written = run is not None and any(str(t.get("name", "")).startswith("quarantine_") for t in run.tables)
+    if written or any((c or {}).get("rows_quarantined") for c in counts.values() if isinstance(c, dict)):
         result.outputs.setdefault("quarantine", quarantine_dir(args))
 
 

@@ -35,6 +35,11 @@ def _counts(pdf: pd.DataFrame, codes: list) -> dict:
                        "quarantined": int(r["quarantined"])} for r in pdf.sort_values("dt").to_dict("records")]}
 
 
+def row_counts_empty() -> dict:
+    """The counts of a table of which no row was read."""
+    return _counts(pd.DataFrame(), [])
+
+
 def row_counts(stats, undated: dict | None = None, orphans: dict | None = None) -> dict:
     """{"logs": ..., "decisions": ...}: rows in = rows used + rows quarantined, exactly, per table and per dt.
     ``undated``: rows no day holds (common.window_days), outside every dt, counted as

@@ -210,13 +210,7 @@ def check_level(args) -> None:
 
 
 def window_counts(stats) -> dict:
-    """Days of the window, read (scanned) or taken from the store, the log rows actually read, K (the largest
-    position held) and how many positions this run's scans kept as wide columns (statistics/scan.wide_positions)."""
-    read = 0
-    for d in stats.scanned:
-        lc = stats.per_day.get(d, {}).get("log_counts")
-        if lc is not None and len(lc):
-            read += int(lc["rows"].sum())
-    return {"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
-            "rows_read": read, "scan_batches": stats.batches, "K": int(stats.K),
-            "wide_positions": int(stats.Kw) if stats.scanned else None}
+    """See pipelines.common.window_counts."""
+    from ..pipelines.common import window_counts as counts
+
+    return counts(stats)

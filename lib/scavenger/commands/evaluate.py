@@ -89,9 +89,11 @@ def run(args, ctx, prepared):
     held = adc_table_positions(args.adc, args.adc_method)
     if held is not None and ev.stats.K and held < int(ev.stats.K):
         from ..errors import UsageError
+        from ..pipelines.common import counted
 
-        raise UsageError(f"--adc {args.adc} (method {args.adc_method}) gives {held} position(s) but the logs show "
-                         f"{int(ev.stats.K)}: give an ADC table estimated on logs with every position")
+        with counted(ev.window):        # found after the pass: result.json keeps its counts and quarantine
+            raise UsageError(f"--adc {args.adc} (method {args.adc_method}) gives {held} position(s) but the logs "
+                             f"show {int(ev.stats.K)}: give an ADC table estimated on logs with every position")
     r = ctx.result
     r.outputs.update(C.write_results(args, ctx, {"estimates": ev.estimates, "diagnostics": ev.diagnostics,
                                                  "adc": ev.adc, "estimates_by_day": ev.estimates_by_day},

@@ -10,7 +10,8 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed
-from .common import GateConfig, Inputs, Window, concat_days, empty_day_reason, require_clean_rows, run_window
+from .common import (GateConfig, Inputs, Window, concat_days, counted, empty_day_reason, require_clean_rows,
+                     run_window)
 
 
 @dataclass
@@ -58,26 +59,28 @@ def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=Non
     config = StatsConfig(bootstrap=options.bootstrap, seed=options.seed, rules=gate.rules)
     plan = ScanPlan(slate_targets=False, context_cells="a" in checks, pair_strata=False)
     window = run_window(engine, inputs, checks, plan, gate, config, store, quarantine_dir, run_id, batch_days)
-    require_clean_rows(window, "ADC")
-    failed = [c for c in checks if window.check_verdicts.get(c) == A.FAIL]
-    if failed and gate.enforce:
-        msgs = [r["message"] for r in window.verdicts if r["verdict"] == A.FAIL]
-        raise DataCheckFailed(f"refusing to write ADCs: check(s) {','.join(failed)} failed -- "
-                              + " | ".join(msgs[:5]), verdicts=window.verdicts)
-    stats = window.stats
-    if not len(stats.table("ad_position")):
-        raise DataCheckFailed("no clean impressions in the window: cannot estimate ADCs", verdicts=window.verdicts)
-    table = _checked(E.adc_rows(stats, options.methods, options.level, options.dcg_base, options.smoothing), window)
-    by_day = None
-    if options.by_day:
-        frames = []
-        for d in stats.dates:
-            why = empty_day_reason(stats.day(d), d)
-            rows = _nothing(table, why) if why else _checked(E.adc_rows(stats.day(d), options.methods, options.level,
-                                                                       options.dcg_base, options.smoothing), window)
-            frames.append(rows.assign(dt=d))
-        by_day = concat_days(frames)
-    return AdcResult(table=table, window=window, by_day=by_day)
+    with counted(window):
+        require_clean_rows(window, "ADC")
+        failed = [c for c in checks if window.check_verdicts.get(c) == A.FAIL]
+        if failed and gate.enforce:
+            msgs = [r["message"] for r in window.verdicts if r["verdict"] == A.FAIL]
+            raise DataCheckFailed(f"refusing to write ADCs: check(s) {','.join(failed)} failed -- "
+                                  + " | ".join(msgs[:5]), verdicts=window.verdicts)
+        stats = window.stats
+        if not len(stats.table("ad_position")):
+            raise DataCheckFailed("no clean impressions in the window: cannot estimate ADCs", verdicts=window.verdicts)
+        table = _checked(E.adc_rows(stats, options.methods, options.level, options.dcg_base, options.smoothing), window)
+        by_day = None
+        if options.by_day:
+            frames = []
+            for d in stats.dates:
+                why = empty_day_reason(stats.day(d), d)
+                rows = _nothing(table, why) if why else _checked(
+                    E.adc_rows(stats.day(d), options.methods, options.level, options.dcg_base, options.smoothing),
+                    window)
+                frames.append(rows.assign(dt=d))
+            by_day = concat_days(frames)
+        return AdcResult(table=table, window=window, by_day=by_day)
 
 
 def _nothing(table: pd.DataFrame, why: str) -> pd.DataFrame:

@@ -3,6 +3,7 @@ window (one pass per new day, merged statistics, verdicts of the checks the esti
 from __future__ import annotations
 
 import datetime as _dt
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -11,7 +12,7 @@ from ..checks import assumptions as A
 from ..checks import judge as J
 from ..checks.rules import RuleConfig
 from ..contract import DECISIONS, LOGS, load_contract, parse_date
-from ..errors import DataCheckFailed, UsageError
+from ..errors import DataCheckFailed, ScavengerError, UsageError
 from ..io import sources
 from ..statistics.scan import ScanPlan, StatsConfig
 from ..statistics.store import Store
@@ -156,6 +157,37 @@ class Window:
     def verdict_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.verdicts, columns=A.VERDICT_COLUMNS)
 
+    def record(self) -> dict:
+        """result.json's counts of the window: its days and the rows read (window_counts), then the row counts
+        (rows in = used + quarantined per table and dt, rows without a date or without logs)."""
+        return {**window_counts(self.stats), **self.counts}
+
+
+def window_counts(stats) -> dict:
+    """Days of the window, read (scanned) or taken from the store, the log rows actually read, K (the largest
+    position held) and how many positions this run's scans kept as wide columns (statistics/scan.wide_positions)."""
+    read = 0
+    for d in stats.scanned:
+        lc = stats.per_day.get(d, {}).get("log_counts")
+        if lc is not None and len(lc):
+            read += int(lc["rows"].sum())
+    return {"days": len(stats.dates), "days_scanned": len(stats.scanned), "days_loaded": len(stats.loaded),
+            "rows_read": read, "scan_batches": stats.batches, "K": int(stats.K),
+            "wide_positions": int(stats.Kw) if stats.scanned else None}
+
+
+@contextmanager
+def counted(window: Window):
+    """A job stopped after its window was read (a failed check, no estimator left, a usage error found late) keeps
+    the window's counts: an error raised inside without counts of its own is given the window's record, which the
+    command line writes to result.json with the quarantine the pass wrote (job_endings._record_counts)."""
+    try:
+        yield
+    except ScavengerError as exc:
+        if not getattr(exc, "counts", None):
+            exc.counts = window.record()
+        raise
+
 
 def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: GateConfig,
                config: StatsConfig = StatsConfig(), store: str | None = None, quarantine_dir: str | None = None,
@@ -169,7 +201,8 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
                f"outside every dt=YYYY-MM-DD directory; give each row the UTC date of its event (dt)") \
             if undated.get("logs") else ""
         raise DataCheckFailed(f"no log partitions in the window {inputs.date_from or '-'}..{inputs.date_to or '-'} "
-                              f"of {inputs.logs.name}{why}")
+                              f"of {inputs.logs.name}{why}",
+                              counts={t: {**J.row_counts_empty(), "rows_without_dt": n} for t, n in undated.items()})
     key = {"policies": sorted(inputs.policies) if inputs.policies else None, "extra": decisions_key}
     if gate.mode != "off":
         config = calibration_stats_config(config, gate.assumptions)
@@ -188,7 +221,7 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks)
     if gate.enforce and window.check_verdicts.get("quarantine") == A.FAIL:
         msgs = [r["message"] for r in verdicts if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL]
-        raise DataCheckFailed("; ".join(msgs), verdicts=verdicts, counts=counts)
+        raise DataCheckFailed("; ".join(msgs), verdicts=verdicts, counts=window.record())
     return window
 
 
@@ -211,13 +244,13 @@ def require_clean_rows(window: Window, what: str) -> None:
     logs = window.counts.get("logs") or {}
     if not logs.get("rows_in"):
         raise DataCheckFailed(f"the window's log files hold no rows: no {what} can be estimated; check the input "
-                              f"path, --from and --to", verdicts=window.verdicts, counts=window.counts)
+                              f"path, --from and --to", verdicts=window.verdicts, counts=window.record())
     if not logs.get("rows_used"):
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted((logs.get("by_reason") or {}).items(),
                                                            key=lambda kv: -kv[1])[:5])
         raise DataCheckFailed(f"all {logs['rows_in']} log rows of the window were quarantined ({reasons}): no "
                               f"{what} can be estimated; see quarantine/ for the reasons", verdicts=window.verdicts,
-                              counts=window.counts)
+                              counts=window.record())
 
 
 def failed_checks_message(window: Window, failed: list) -> str:

@@ -14,7 +14,8 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError
-from .common import GateConfig, Inputs, Window, concat_days, empty_day_reason, require_clean_rows, run_window
+from .common import (GateConfig, Inputs, Window, concat_days, counted, empty_day_reason, require_clean_rows,
+                     run_window)
 from .derived import derived_policies
 
 
@@ -164,36 +165,37 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     plan = registry.plan_for(wanted, checks, adcs_given=options.adc not in (None, "", "estimate"))
     window = run_window(engine, inputs, checks, plan, gate, config, store,
                         quarantine_dir, run_id, batch_days, decisions_key=spec, derived=derived)
-    require_clean_rows(window, "policy value")
-    run, notes, refused = _gate_estimators(wanted, bool(options.estimators), window, gate)
-    if refused:
-        msgs = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts if r["verdict"] == A.FAIL]
-        raise DataCheckFailed("refusing to write estimates whose assumptions failed: " + "; ".join(refused)
-                              + (" -- " + " | ".join(msgs[:5]) if msgs else ""), verdicts=window.verdicts)
-    if not run:
-        raise DataCheckFailed("no estimator left to run: " + "; ".join(notes), verdicts=window.verdicts)
-    stats = window.stats
-    policies = _policies(stats, options)
-    ctx = E.Context(options=options, window=stats.window)
-    if "scavenging_slate" in run:
-        ctx.scavenging = E.scavenging_sums(stats)
-    names = [r["policy_id"] for r in options.reorder]
-    unseen = _unseen_policies(stats, policies, run, options)
-    est = finish(estimate_window(stats, policies, run, ctx, names) + unseen, ctx, window, options.level)
-    quiet = set() if options.policies else {r["policy_id"] for r in unseen}
-    diag = _diagnostics(stats, policies, ctx, notes)
-    warnings, unused_diag = unused_rows(est)
-    if unused_diag:
-        diag = pd.concat([diag, pd.DataFrame(unused_diag, columns=list(diag.columns)).astype(diag.dtypes)],
-                         ignore_index=True)
-    by_day = _by_day(stats, policies, run, options, window, names) if options.by_day else None
-    named = _named(options.estimators)
-    refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
-               if not r["identified"] and _base_name(r["estimator"]) in named and r["policy_id"] not in quiet]
-    return Evaluation(estimates=est, diagnostics=diag, adc=ctx.adc_table, window=window, estimates_by_day=by_day,
-                      notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
-                                     for r in est.to_dict("records") if not r["identified"]], refused=refused,
-                      warnings=warnings)
+    with counted(window):
+        require_clean_rows(window, "policy value")
+        run, notes, refused = _gate_estimators(wanted, bool(options.estimators), window, gate)
+        if refused:
+            msgs = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts if r["verdict"] == A.FAIL]
+            raise DataCheckFailed("refusing to write estimates whose assumptions failed: " + "; ".join(refused)
+                                  + (" -- " + " | ".join(msgs[:5]) if msgs else ""), verdicts=window.verdicts)
+        if not run:
+            raise DataCheckFailed("no estimator left to run: " + "; ".join(notes), verdicts=window.verdicts)
+        stats = window.stats
+        policies = _policies(stats, options)
+        ctx = E.Context(options=options, window=stats.window)
+        if "scavenging_slate" in run:
+            ctx.scavenging = E.scavenging_sums(stats)
+        names = [r["policy_id"] for r in options.reorder]
+        unseen = _unseen_policies(stats, policies, run, options)
+        est = finish(estimate_window(stats, policies, run, ctx, names) + unseen, ctx, window, options.level)
+        quiet = set() if options.policies else {r["policy_id"] for r in unseen}
+        diag = _diagnostics(stats, policies, ctx, notes)
+        warnings, unused_diag = unused_rows(est)
+        if unused_diag:
+            diag = pd.concat([diag, pd.DataFrame(unused_diag, columns=list(diag.columns)).astype(diag.dtypes)],
+                             ignore_index=True)
+        by_day = _by_day(stats, policies, run, options, window, names) if options.by_day else None
+        named = _named(options.estimators)
+        refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
+                   if not r["identified"] and _base_name(r["estimator"]) in named and r["policy_id"] not in quiet]
+        return Evaluation(estimates=est, diagnostics=diag, adc=ctx.adc_table, window=window, estimates_by_day=by_day,
+                          notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
+                                         for r in est.to_dict("records") if not r["identified"]], refused=refused,
+                          warnings=warnings)
 
 
 UNUSED_WARN_SHARE = 0.01   # an estimate that leaves more than this share of its policy's rows unused is flagged

@@ -197,7 +197,7 @@ def resolve_adc(engine, spec: str, inputs, method: str = "heuristic") -> tuple[n
         E.resolve_adc(window.stats, ctx)
         if ctx.C is None:
             raise DataCheckFailed(f"cannot estimate ADCs from the training logs ({ctx.adc_reason}); "
-                                  f"pass --adc numbers")
+                                  f"pass --adc numbers", counts=window.record())
         return np.asarray(ctx.C, dtype=float), f"estimate:{method}"
     if is_adc_table(spec):
         C, pick = _table_vector(E.read_adc_table(spec), spec, method)

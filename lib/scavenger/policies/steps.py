@@ -51,12 +51,14 @@ def training_data(engine, cfg, logs, C: np.ndarray) -> Training:
     engine.read("tr_logs", logs, load_contract(LOGS), days(f, t))
     engine.view("tr_slots", S.slot_rows(C))
     c = engine.fetch(S.slot_counts(), "train_counts").iloc[0]
-    if not int(c["events"] or 0):
-        raise DataCheckFailed(f"no training events in {logs.name} for {cfg.date_from}..{cfg.date_to}")
+    read = {"train_events": int(c["events"] or 0), "train_slots": int(c["slots"] or 0),
+            "train_slots_without_adc": int(c["no_adc"] or 0), "train_slots_null_reward": int(c["null_reward"] or 0)}
+    if not read["train_events"]:
+        raise DataCheckFailed(f"no training events in {logs.name} for {cfg.date_from}..{cfg.date_to}", counts=read)
     agg = aggregated(engine.fetch(S.aggregate(), "train_statistics"))
     if not len(agg):
         raise DataCheckFailed(f"no usable training slot (a position with an ADC and a reward) in {cfg.date_from}.."
-                              f"{cfg.date_to}")
+                              f"{cfg.date_to}", counts={**read, "train_slots_used": 0})
     contexts = engine.fetch(S.contexts("tr_logs"), "train_contexts")
     counts = {"train_events": int(c["events"]), "train_slots": int(c["slots"]),
               "train_slots_used": int(agg["n"].sum()), "train_clicks": float(agg["s_r"].sum()),

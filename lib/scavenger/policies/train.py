@@ -125,10 +125,14 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
     truth_dir = _truth_dir(cfg)
     C, adc_source = fe.resolve_adc(engine, cfg.adc, inputs.training(cfg), cfg.adc_method)
     data = steps.training_data(engine, cfg, inputs.logs, C)
+    if result is not None:
+        result.counts.update(data.counts)   # a later step that stops the job (exit 3) leaves these in result.json
     sc = steps.scoring_window(engine, cfg, inputs.logs, inputs.eligibility, data)
     counts = {**data.counts, "score_events": sc.n_events, "score_contexts": int(len(sc.contexts)),
               "score_rows_pairs_capped": int(sc.capped[0]), "score_contexts_pairs_capped": int(sc.capped[1]),
               "eligible_ads_unseen_in_training": int((~sc.ads["known"].astype(bool)).sum())}
+    if result is not None:
+        result.counts.update(counts)
     decided, skipped = [], []
     for method in cfg.methods():
         try:
