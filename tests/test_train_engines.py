@@ -94,3 +94,28 @@ def test_cli_train_runs_without_java(world, on_duckdb, tmp_path):
     assert result["engine"]["name"] == "duckdb" and result["status"] == "ok"
     assert decisions_frame(out / "decisions").equals(decisions_frame(os.path.join(on_duckdb["out"], "decisions")))
     assert "factored" in proc.stdout and len(result["summary"]["estimates"]) == 3
+
+
+def test_context_keys_the_same_on_spark(spark, tmp_path):
+    """The escaped context key (statements.ctx_key_sql) on Spark: the Python reference ctx_key of every hostile
+    context (train_world.HOSTILE_CONTEXTS, 16 keys, the DuckDB test in test_train_edges.py), and the same
+    entries as tokens."""
+    import datetime as dt
+
+    from train_world import HOSTILE_CONTEXTS, hostile_logs
+
+    from scavenger.contract import LOGS, load_contract
+    from scavenger.engines.spark import SparkEngine
+    from scavenger.io import sources
+    from scavenger.policies import statements as S
+
+    day = dt.date(2026, 1, 1)
+    src = sources.describe(hostile_logs(str(tmp_path), days=1), load_contract(LOGS), day, day)
+    eng = SparkEngine(spark, "test")
+    eng.read("tr_logs", src, load_contract(LOGS), [day])
+    got = eng.fetch(S.contexts("tr_logs"), "contexts")
+    want = {S.ctx_key(cid, ctx): ctx for cid, ctx in HOSTILE_CONTEXTS}
+    assert sorted(got["ctx_key"]) == sorted(want) and len(want) == 16
+    for key, singles in zip(got["ctx_key"], got["singles"]):
+        entries = [S.ctx_key(None, {k: v})[1:] for k, v in sorted((want[key] or {}).items())]   # '|k=v' -> 'k=v'
+        assert ([] if singles is None else list(singles)) == entries, key

@@ -75,3 +75,57 @@ def decisions_frame(path) -> pd.DataFrame:
     d = pd.read_parquet(path)
     d["slots"] = d["slots"].map(lambda x: [(int(s["position"]), s["ad_id"], float(s["probability"])) for s in x])
     return d.sort_values(["policy_id", "event_id"]).reset_index(drop=True)[["policy_id", "event_id", "slots"]]
+
+
+# Contexts whose keys collided before the key escaped its separators (statements.ctx_key_sql), in pairs of the same
+# context_id with opposite rankings: '=', ';', '|', '#', '&' in ids, keys and values, empty strings, null values,
+# a null map against an empty one, a null id against an empty one.
+HOSTILE_CONTEXTS = [
+    ("x", {"b": "c;page=a"}), ("x", {"page": "a", "b": "c"}),          # the reviewer's pair: '#x|b=c;page=a'
+    ("x", {"a=b": "c"}), ("x", {"a": "b=c"}),                          # 'a=b=c'
+    ("x|a=1", {}), ("x", {"a": "1|"}),                                 # '#x|a=1|'
+    ("y", {"a": "b;c="}), ("y", {"a": "b", "c": ""}),                  # 'a=b;c=' (an empty value)
+    ("y", {"a": None}), ("y", {"a": ""}),                              # 'a=' (a null value)
+    ("z", None), ("z", {}),                                            # '#z|' (a null map)
+    (None, {"#k": "#"}), ("", {"#k": "#"}),                            # '|#k=#' and '#|#k=#'
+    ("w", {"k": "1&j=2"}), ("w", {"k": "1", "j": "2", "~": "~n"}),     # '&' of the pair tokens, '~' of the escapes
+]
+HOSTILE_ADS = ["a|1", "page=a", "#x", "b;c", "ad=x|page=a", "z~p"]
+HOSTILE_C = (1.0, 0.6, 0.4)
+
+
+def hostile_ranking(i: int) -> list:
+    """Context i's ads, best first: a rotation of HOSTILE_ADS, reversed for odd i (the pair of context 2j)."""
+    ads = HOSTILE_ADS[i % len(HOSTILE_ADS):] + HOSTILE_ADS[:i % len(HOSTILE_ADS)]
+    return ads[::-1] if i % 2 else ads
+
+
+def hostile_logs(root: str, days: int = 3) -> str:
+    """Every ordered 3 of the 6 ads (120 slates, each ad at each position 20 times, propensity 1/6) once per
+    context and day, with the expected reward as the reward (C_k P(x, a), P = 0.9 - 0.15 rank): no noise, so a
+    learner that keeps the contexts apart picks each context's true top 3 exactly. Event ids end with '/<i>'."""
+    import datetime as dt
+    import itertools
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scavenger.contract import arrow_schema
+
+    slates = list(itertools.permutations(HOSTILE_ADS, 3))
+    for d in range(days):
+        day = dt.date(2026, 1, 1) + dt.timedelta(days=d)
+        rows = []
+        for i, (cid, ctx) in enumerate(HOSTILE_CONTEXTS):
+            rank = {a: r for r, a in enumerate(hostile_ranking(i))}
+            for e, slate in enumerate(slates):
+                slots = [{"position": k + 1, "ad_id": a, "propensity": 1 / len(HOSTILE_ADS),
+                          "reward": HOSTILE_C[k] * (0.9 - 0.15 * rank[a])} for k, a in enumerate(slate)]
+                rows.append({"event_id": f"e{d}-{e}/{i}", "event_time": dt.datetime(day.year, day.month, day.day),
+                             "context_id": cid, "context": None if ctx is None else list(ctx.items()),
+                             "logging_policy": "lp", "slots": slots, "slate_reward": None})
+        schema = arrow_schema("impression_log", nullable=True)
+        table = pa.Table.from_pylist(rows, schema=pa.schema([f for f in schema if f.name != "dt"]))
+        os.makedirs(f"{root}/logs/dt={day}", exist_ok=True)
+        pq.write_table(table, f"{root}/logs/dt={day}/part-0.parquet")
+    return f"{root}/logs"

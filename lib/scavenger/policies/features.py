@@ -2,9 +2,9 @@
 
 Context x of an event: its ``context_id`` and its ``context`` map (categorical features name -> value). The learners'
 unit of context is the pair, keyed by ``ctx_key`` (``statements.ctx_key_sql``: the id and the map's sorted entries
-as text), so that two events with the same id but other features (the OBD's campaign id and user features) are
+as text, their separators escaped so that no two pairs share a key), so that two events with the same id but other features (the OBD's campaign id and user features) are
 scored apart. Tokens of x (strings, one-hot with binary counts over a sorted vocabulary):
-  interactions 1:     "k=v" for every entry (sorted by key);
+  interactions 1:     "k=v" for every entry (sorted by key; k and v escaped as in the key, "k=~n" for a null v);
   interactions 2:     also "k1=v1&k2=v2" for every pair of entries among the context's first ``max_pair_keys``
                       entries (default ``PAIR_KEYS`` = 64, ``--max-pair-keys``);
   interactions full:  also "@<ctx_key>" (one indicator per distinct context: a tabular model).
@@ -120,8 +120,12 @@ def capped_rows(contexts, interactions: str, max_pair_keys: int = PAIR_KEYS) -> 
 
 
 def ad_cross_tokens(ad: str, tokens: list[str]) -> list[str]:
-    """["ad=<a>"] + ["ad=<a>|<t>" for t in tokens]: ad effects and ad x context interactions."""
-    head = f"ad={ad}"
+    """["ad=<a>"] + ["ad=<a>|<t>" for t in tokens]: ad effects and ad x context interactions. The ad id is escaped
+    as the context key's text (statements.key_text; ids without separators, nearly all, are kept), so the bare '|'
+    is the ad/context boundary: ad 'ad=x|page=a' alone is not ad 'ad=x' with context entry page=a."""
+    from .statements import key_text
+
+    head = f"ad={key_text(str(ad))}"
     return [head] + [f"{head}|{t}" for t in tokens]
 
 

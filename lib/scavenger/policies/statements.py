@@ -26,16 +26,56 @@ def exact_sum(expr: str) -> str:
     return f"CAST(sum(try_cast({expr} AS {EXACT})) AS STRING)"
 
 
+# The context key's separators and their escapes ('~' first, so that an escape is never read as text): a text holding
+# none of them (nearly all ids, keys and values) enters the key as it is, so keys stay readable ('#ctx7|f0=v3').
+KEY_ESCAPES = (("~", "~~"), ("|", "~p"), (";", "~s"), ("=", "~e"), ("#", "~h"), ("&", "~a"))
+KEY_NULL = "~n"     # a null map or a null value: no escaped text is this ('~' is always followed by ~ p s e h a)
+
+
+def key_text(value: str) -> str:
+    """``value`` with the key's separators escaped (KEY_ESCAPES): the Python twin of :func:`key_text_sql`."""
+    for sep, esc in KEY_ESCAPES:
+        value = value.replace(sep, esc)
+    return value
+
+
+def key_text_sql(expr: str) -> str:
+    """``expr`` (a string, NULL stays NULL) with the key's separators escaped, as :func:`key_text`."""
+    for sep, esc in KEY_ESCAPES:
+        expr = f"replace({expr}, '{sep}', '{esc}')"
+    return expr
+
+
+def entry_sql(e: str = "e") -> str:
+    """One map entry as text: key=value, both escaped, KEY_NULL for a null value ('k=' is the empty value)."""
+    return f"concat({key_text_sql(f'{e}.key')}, '=', coalesce({key_text_sql(f'{e}.value')}, '{KEY_NULL}'))"
+
+
 def ctx_key_sql() -> str:
-    """The learners' context key: context_id (a null id and an empty one differ) and the sorted "k=v" entries of the
-    context map, as text: '#ctx7|f0=v3;f1=v2' ('|f0=v3' without an id)."""
-    entries = ("array_join(transform(array_sort(map_entries(context)), "
-               "e -> concat(e.key, '=', coalesce(e.value, ''))), ';')")
-    return f"concat(coalesce(concat('#', context_id), ''), '|', coalesce({entries}, ''))"
+    """The learners' context key: '#<context_id>' (nothing for a null id: a null id and an empty one differ), '|',
+    then the context map's entries sorted by key, as ``entry_sql`` joined by ';' (KEY_NULL for a null map, '' for
+    an empty one): '#ctx7|f0=v3;f1=v2'. Ids, keys and values are escaped (KEY_ESCAPES), so a bare '|', ';' or '='
+    is always a separator and two different (context_id, context) pairs never share a key, whatever they hold:
+    {'b': 'c;page=a'} is '#x|b=c~spage~ea' and {'page': 'a', 'b': 'c'} is '#x|b=c;page=a' (before the escapes both
+    were '#x|b=c;page=a', one context with one slate)."""
+    entries = f"array_join(transform(array_sort(map_entries(context)), e -> {entry_sql('e')}), ';')"
+    return (f"concat(coalesce(concat('#', {key_text_sql('context_id')}), ''), '|', "
+            f"CASE WHEN context IS NULL THEN '{KEY_NULL}' ELSE coalesce({entries}, '') END)")
+
+
+def ctx_key(context_id, context) -> str:
+    """The key of :func:`ctx_key_sql` in Python (``context``: a dict, or None): the reference the tests hold both
+    engines to."""
+    head = "" if context_id is None else "#" + key_text(context_id)
+    if context is None:
+        return f"{head}|{KEY_NULL}"
+    body = ";".join(f"{key_text(k)}={KEY_NULL if v is None else key_text(v)}" for k, v in sorted(context.items()))
+    return f"{head}|{body}"
 
 
 def singles_sql() -> str:
-    return "transform(array_sort(map_entries(context)), e -> concat(e.key, '=', coalesce(e.value, '')))"
+    """The context's entries as text in key order (``entry_sql``, the key's escaping): its "k=v" feature tokens."""
+    return f"transform(array_sort(map_entries(context)), e -> {entry_sql('e')})"
 
 
 def coef_case(adc: np.ndarray, position: str = "position") -> str:
