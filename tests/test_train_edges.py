@@ -3,6 +3,7 @@ propensities under the default pair of methods, and slates longer than the logs'
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import random
 
@@ -141,3 +142,46 @@ def test_hostile_contexts_each_get_their_true_top_m(tmp_path, interactions):
         wrong = [i for i, slates in by_ctx.items()
                  if slates != {tuple(hostile_ranking(i)[:3])} and i not in same_features]
         assert wrong == [], (pid, wrong)
+
+
+def _factored_reference(logs: str, decisions: str, day: str, C) -> dict:
+    """MATH.md's factored estimator per policy on one day: V(h) = sum_t sum_i (r_ti / C_i) C_sigma(a_ti) / T_a
+    (sigma: the position h gives the ad at event t, C_0 = 0; T_a: impressions of ad a on the day)."""
+    import collections
+
+    L = pd.read_parquet(f"{logs}/dt={day}")
+    D = pd.read_parquet(decisions)
+    T = collections.Counter(s["ad_id"] for slots in L["slots"] for s in slots)
+    out = {}
+    for pid, g in D.groupby("policy_id"):
+        sigma = {e: {s["ad_id"]: s["position"] for s in sl if s["probability"] > 0}
+                 for e, sl in zip(g["event_id"], g["slots"])}
+        v = 0.0
+        for e, slots in zip(L["event_id"], L["slots"]):
+            for s in slots:
+                j = sigma[e].get(s["ad_id"], 0)
+                v += s["reward"] / C[s["position"] - 1] * (C[j - 1] if j else 0.0) / T[s["ad_id"]]
+        out[pid] = v
+    return out
+
+
+def test_adc_numbers_are_the_estimates_adcs(tmp_path):
+    """--adc numbers are the ADCs of the learned policies' factored estimate (before: the heuristic ADCs
+    re-estimated from the scoring window, here C_2 = 0.4907 instead of the given 0.5: 0.7189 instead of the
+    reference's 0.7143), written as out/adc (method 'given') and named in the summary; numbers covering more positions than
+    the logs (m = 3, logs of 2) identify the estimate (before: 'not identified ... position(s) 3')."""
+    logs, values = _logs(tmp_path, {"A": 0.5, "B": 0.3, "C": 0.2, "D": 0.15, "E": 0.1}), {}
+    for m, adc in ((2, (1.0, 0.5)), (3, (1.0, 0.5, 0.25))):
+        out = tmp_path / f"out{m}"
+        summary = _train(logs, out, m=m, adc=",".join(map(str, adc)), estimate=True)
+        want = _factored_reference(logs, f"{out}/decisions", "2026-01-03", adc)
+        assert set(want) == set(summary["policies"]) and len(want) == 2
+        for pid, pol in summary["policies"].items():
+            est = pol["factored_estimate"]
+            assert est["identified"] and est["adc"] == list(adc) and est["adc_method"] == "given"
+            assert math.isclose(est["value"], want[pid], rel_tol=1e-9), (m, pid, est["value"], want[pid])
+        assert summary["estimate_adc"]["source"] == f"given --adc {','.join(map(str, adc))}"
+        assert pd.read_parquet(f"{out}/adc")["coefficient"].tolist() == list(adc)
+        assert any(n.startswith("factored estimate with ADCs given --adc") for n in summary["notes"])
+        values[m] = round(next(iter(want.values())), 4)
+    assert values == {2: 0.7143, 3: 0.7686}

@@ -17,12 +17,15 @@ eligible set A_t (all truth ads without an eligibility table) and the policy's a
 True values are the generator's own statement (``simulation.generator.true_policy_value_sql``) on the engine.
 
 Estimate: ``factored_values`` runs the ``evaluate`` pipeline (pipelines/evaluate.py, estimate.adc_based_rows) on the
-scoring window and the written decisions: the factored estimator with the ADCs estimated from that window and their
-uncertainty propagated into the interval (estimators/propagate.py), the checks it relies on under ``--gate report``.
+scoring window and the written decisions: the factored estimator with the ADCs train was given (--adc numbers, as a
+table of method 'given'; a stored table, as evaluate reads it) or, with --adc estimate, the ADCs estimated from that
+window and their uncertainty propagated into the interval (estimators/propagate.py); the checks it relies on (a, b)
+under train's --gate, evaluate's gate: enforce refuses an estimate whose check failed, report marks it.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -123,23 +126,62 @@ def regression_error(scores: pd.DataFrame, rates: pd.DataFrame, counts: pd.DataF
             "regret_bound_per_instance": math.sqrt(kappa) * float(n @ np.sqrt(sse)) / float(n.sum())}
 
 
-def factored_values(engine, logs, decisions: str, window: tuple, policies: list, adc_method: str = "heuristic",
-                    level: float = 0.95) -> pd.DataFrame:
-    """The ``evaluate`` pipeline's factored estimate of ``policies`` over ``window`` (module docstring).
+GIVEN_ADC_METHOD = "given"   # the method name of the ADC table written for ADCs given as numbers (given_adc_table)
 
-    Returns policy_id, value, std_error, ci_low, ci_high, interval_kind, supported_share, identified, reason,
-    checks, adc_method, adc (the ADC vector used)."""
+
+def given_adc_table(C) -> pd.DataFrame:
+    """ADCs given as numbers (--adc 1,0.6,0.4) as a stored ADC table (position, method 'given', coefficient): what
+    the evaluate pipeline reads with --adc PATH --adc-method given, so the estimate uses exactly these C_k (no
+    uncertainty: they are given, not estimated)."""
+    C = [float(c) for c in C]
+    return pd.DataFrame({"position": np.arange(1, len(C) + 1, dtype="int64"), "method": GIVEN_ADC_METHOD,
+                         "coefficient": C})
+
+
+def estimate_adc_spec(adc: str, adc_method: str, given_table: str | None) -> tuple[str, str, str]:
+    """(evaluate's --adc, --adc-method, what the summary says) for the estimate of train's ``--adc``: 'estimate'
+    re-estimates the ADCs from the scoring window (``adc_method``, their uncertainty propagated); a stored table
+    is read as evaluate reads it; numbers are the table ``given_table`` written from them (given_adc_table)."""
+    if adc in (None, "", "estimate"):
+        return "estimate", adc_method, f"estimated from the scoring window ({adc_method})"
+    if given_table is None:
+        return adc, adc_method, f"the stored table --adc {adc} ({adc_method})"
+    return given_table, GIVEN_ADC_METHOD, f"given --adc {adc}"
+
+
+@dataclass
+class Judged:
+    """What the evaluate pipeline said of the learned policies: the factored rows and the gate's word on them."""
+
+    frame: pd.DataFrame                             # factored_values' columns (docstring)
+    checks: dict = field(default_factory=dict)      # check -> worst verdict (a, b, quarantine), as evaluate's
+    verdicts: list = field(default_factory=list)
+    notes: list = field(default_factory=list)       # evaluate's notes: failed checks ('estimates marked'), ...
+    warnings: list = field(default_factory=list)    # evaluate's warnings: estimates leaving rows unused
+
+
+def factored_values(engine, logs, decisions: str, window: tuple, policies: list, adc_method: str = "heuristic",
+                    level: float = 0.95, adc: str = "estimate", gate=None) -> Judged:
+    """The ``evaluate`` pipeline's factored estimate of ``policies`` over ``window`` (module docstring), with the
+    ADCs ``adc`` (evaluate's --adc: 'estimate' or a stored table) and the data gate ``gate`` (GateConfig; default
+    report): under enforce a failed check b (or a) refuses the estimate as evaluate does (DataCheckFailed with the
+    verdicts), under report the rows are kept and marked by their checks column and a note.
+
+    ``frame``: policy_id, value, std_error, ci_low, ci_high, interval_kind, supported_share, identified, reason,
+    checks, adc_method, adc_source, adc (the ADC vector used)."""
     from ..pipelines import evaluate as P
     from ..pipelines.common import GateConfig, describe_inputs
     from ..statistics.scan import StatsConfig
 
+    gate = gate or GateConfig(mode="report", great_expectations=False)
     inputs = describe_inputs(logs, decisions, window[0], window[1], policies)
-    options = P.EvaluateOptions(estimators=["factored"], adc_method=adc_method, level=level, policies=list(policies))
-    gate = GateConfig(mode="report", great_expectations=False)
+    options = P.EvaluateOptions(estimators=["factored"], adc=adc, adc_method=adc_method, level=level,
+                                policies=list(policies))
     ev = P.evaluate(engine, inputs, options, gate, StatsConfig(rules=gate.rules, policies=tuple(policies)))
     est = ev.estimates[ev.estimates["estimator"] == "factored"]
-    adc = ev.adc[ev.adc["method"] == adc_method].drop_duplicates("position").sort_values("position") \
+    adc_rows = ev.adc[ev.adc["method"] == adc_method].drop_duplicates("position").sort_values("position") \
         if ev.adc is not None else pd.DataFrame(columns=["coefficient"])
     cols = ["policy_id", "value", "std_error", "ci_low", "ci_high", "interval_kind", "supported_share",
-            "identified", "reason", "checks", "adc_method"]
-    return est[cols].assign(adc=[[float(c) for c in adc["coefficient"]]] * len(est)).reset_index(drop=True)
+            "identified", "reason", "checks", "adc_method", "adc_source"]
+    frame = est[cols].assign(adc=[[float(c) for c in adc_rows["coefficient"]]] * len(est)).reset_index(drop=True)
+    return Judged(frame, dict(ev.window.check_verdicts), list(ev.verdicts), list(ev.notes), list(ev.warnings))

@@ -159,7 +159,7 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
     if truth_dir:
         _judge_truth(engine, cfg, summary, truth_dir, sc)
     if cfg.estimate:
-        _estimate(engine, cfg, summary)
+        _estimate(engine, cfg, summary, _given_adc_table(cfg, adc_source, C))
     summary["counts"] = counts
     if result is not None:
         result.summary.update({k: v for k, v in summary.items() if k not in ("counts", "engine")})
@@ -170,6 +170,8 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
                               "eligibility": cfg.eligibility, "adc": cfg.adc, "adc_method": cfg.adc_method})
         result.outputs.update({"decisions": written["decisions_path"], "model": os.path.join(str(cfg.out), "model"),
                                "decision_notes": os.path.join(str(cfg.out), "decision_notes")})
+        if summary.get("estimate_adc", {}).get("adc_method") == "given":
+            result.outputs["adc"] = summary["estimate_adc"]["adc"]
     return summary
 
 
@@ -196,27 +198,47 @@ def _judge_truth(engine, cfg: TrainConfig, summary: dict, truth_dir: str, sc) ->
             summary["policies"][pid]["truth"] = vals
 
 
-def _estimate(engine, cfg: TrainConfig, summary: dict) -> None:
-    """The evaluate pipeline's factored estimate of every learned policy on the scoring window (last: its scan
-    releases the engine's relations)."""
+def _given_adc_table(cfg: TrainConfig, adc_source: str, C) -> str | None:
+    """ADCs given as numbers: written as out/adc (judge.given_adc_table) for the estimate to read, and for a later
+    ``scavenger evaluate --adc OUT/adc --adc-method given``; None for a stored table or 'estimate'."""
+    if adc_source != "numbers":
+        return None
+    from ..io import fs
+    from .judge import given_adc_table
+
+    path = fs.join(cfg.out, "adc")
+    fs.write_parquet(fs.join(path, "part-0.parquet"), given_adc_table(C))
+    return path
+
+
+def _estimate(engine, cfg: TrainConfig, summary: dict, given_table: str | None = None) -> None:
+    """The evaluate pipeline's factored estimate of every learned policy on the scoring window, with the ADCs of
+    --adc (judge.estimate_adc_spec: numbers and tables as given, 'estimate' re-estimated on that window); last: its
+    scan releases the engine's relations."""
     import math
 
-    from .judge import factored_values
+    from .judge import estimate_adc_spec, factored_values
 
     pids = list(summary["policies"])
+    adc, adc_method, said = estimate_adc_spec(cfg.adc, cfg.adc_method, given_table)
+    summary["estimate_adc"] = {"adc": adc, "adc_method": adc_method, "source": said}
     try:
-        est = factored_values(engine, cfg.logs, summary["decisions_path"], (cfg.score_from, cfg.score_to), pids,
-                              cfg.adc_method)
+        judged = factored_values(engine, cfg.logs, summary["decisions_path"], (cfg.score_from, cfg.score_to), pids,
+                                 adc_method, adc=adc)
     except DataCheckFailed as exc:
         summary["estimate_error"] = str(exc)
         return
+    est = judged.frame
     for row in est.to_dict("records"):
         pol = summary["policies"].get(row["policy_id"])
         if pol is None:
             continue
         fe_ = {k: row[k] for k in ("value", "std_error", "ci_low", "ci_high", "interval_kind", "supported_share",
-                                   "identified", "reason", "checks", "adc_method", "adc")}
+                                   "identified", "reason", "checks", "adc_method", "adc_source", "adc")}
         truth = pol.get("truth", {}).get("true_value")
         if truth is not None and math.isfinite(fe_["ci_low"]) and math.isfinite(fe_["ci_high"]):
             fe_["covers_true_value"] = bool(fe_["ci_low"] <= truth <= fe_["ci_high"])
         pol["factored_estimate"] = fe_
+    vectors = {tuple(p["factored_estimate"]["adc"]) for p in summary["policies"].values() if "factored_estimate" in p}
+    shown = ", ".join(f"{c:.4g}" for c in next(iter(vectors))) if len(vectors) == 1 else "-"
+    summary.setdefault("notes", []).append(f"factored estimate with ADCs {said}: C = {shown}")
