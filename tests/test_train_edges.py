@@ -173,7 +173,7 @@ def test_adc_numbers_are_the_estimates_adcs(tmp_path):
     logs, values = _logs(tmp_path, {"A": 0.5, "B": 0.3, "C": 0.2, "D": 0.15, "E": 0.1}), {}
     for m, adc in ((2, (1.0, 0.5)), (3, (1.0, 0.5, 0.25))):
         out = tmp_path / f"out{m}"
-        summary = _train(logs, out, m=m, adc=",".join(map(str, adc)), estimate=True)
+        summary = _train(logs, out, m=m, adc=",".join(map(str, adc)), estimate=True, gate="report")  # m 3: b fails
         want = _factored_reference(logs, f"{out}/decisions", "2026-01-03", adc)
         assert set(want) == set(summary["policies"]) and len(want) == 2
         for pid, pol in summary["policies"].items():
@@ -185,3 +185,54 @@ def test_adc_numbers_are_the_estimates_adcs(tmp_path):
         assert any(n.startswith("factored estimate with ADCs given --adc") for n in summary["notes"])
         values[m] = round(next(iter(want.values())), 4)
     assert values == {2: 0.7143, 3: 0.7686}
+
+
+def test_estimate_under_evaluates_gate(tmp_path, cli):
+    """An eligible ad never logged ('NEW', eligible with B only, m = 2): every learned slate puts half its mass on
+    an unlogged (position, ad), so check b fails. train's estimate goes through evaluate's gate, as evaluate's
+    does: enforce (default) prints no number but the checks and a warning, exit 0 (the decisions are written;
+    before: cost_sensitive 0.2873, regression 0.2142 with no word of the failed check or of the supported shares
+    0.67 and 0.48, evaluate refusing the same estimate), and its
+    estimate_error is evaluate's refusal word for word; report prints the numbers with evaluate's note; off no
+    checks."""
+    import scavenger
+
+    from scavenger.errors import DataCheckFailed
+
+    logs = _logs(tmp_path, {"A": 0.5, "B": 0.3, "C": 0.2, "D": 0.15, "E": 0.1})
+    elig = tmp_path / "eligible.parquet"
+    pd.DataFrame({"dt": [dt.date(2026, 1, 3)] * 2, "ad_id": ["B", "NEW"]}).to_parquet(elig)
+    runs = {g: _train(logs, tmp_path / g, m=2, eligibility=str(elig), estimate=True, gate=g)
+            for g in ("enforce", "report", "off")}
+    pids = sorted(runs["report"]["policies"])
+    dec = str(tmp_path / "report" / "decisions")
+    kw = dict(estimators=["factored"], adc=str(tmp_path / "report" / "adc"), adc_method="given",
+              date_from="2026-01-03", date_to="2026-01-03", policies=pids, engine="duckdb")
+    with pytest.raises(DataCheckFailed) as refused:
+        scavenger.evaluate(logs, dec, gate="enforce", **kw)
+    marked = scavenger.evaluate(logs, dec, gate="report", **kw).pandas.set_index("policy_id")
+
+    enforce = runs["enforce"]
+    assert enforce["checks"]["b"] == "fail" and enforce["estimate_error"] == str(refused.value)
+    assert not any("factored_estimate" in p for p in enforce["policies"].values())
+    assert any(w.startswith("factored estimate refused by --gate enforce as evaluate refuses it: check b enough "
+                            "exploration failed") for w in enforce["warnings"])
+    report = runs["report"]
+    assert report["checks"]["b"] == "fail"
+    assert "factored: check(s) b failed (enough exploration); estimates marked (--gate report)" in report["notes"]
+    for p in pids:
+        est = report["policies"][p]["factored_estimate"]
+        assert "b:fail" in est["checks"] and est["supported_share"] < 0.7
+        assert math.isclose(est["value"], marked.loc[p, "value"], rel_tol=1e-12)
+    off = runs["off"]
+    assert "b" not in off["checks"] and all("factored_estimate" in p for p in off["policies"].values())
+    assert [round(off["policies"][p]["factored_estimate"]["value"], 4) for p in pids] == \
+        [round(report["policies"][p]["factored_estimate"]["value"], 4) for p in pids] == [0.2717, 0.2168]
+    assert [round(report["policies"][p]["factored_estimate"]["supported_share"], 4) for p in pids] == [0.625, 0.4875]
+
+    proc = cli("train", "--logs", logs, "--from", "2026-01-01", "--to", "2026-01-02", "--score-from", "2026-01-03",
+               "--score-to", "2026-01-03", "--m", "2", "--adc", "1,0.6", "--eligibility", str(elig), "--truth",
+               "none", "--engine", "duckdb", "--out", str(tmp_path / "cli"))
+    assert proc.returncode == 0, proc.stderr
+    assert "  b enough exploration       fail" in proc.stdout and "factored  " not in proc.stdout
+    assert "warning: factored estimate refused by --gate enforce" in proc.stdout

@@ -38,6 +38,10 @@ def add_arguments(parser) -> None:
                         help="cost-sensitive Set Select Test: replace duplicates by random unused eligible ads "
                              "(seed 000) or by the best unused by the round's score; both: write two policies")
     parser.add_argument("--seed", type=int, default=0, help="seed of tie-breaks and duplicate replacement")
+    parser.add_argument("--gate", choices=("enforce", "report", "off"), default="enforce",
+                        help="the factored estimate's data gate, evaluate's (checks a, b): enforce (default) "
+                             "refuses an estimate whose check failed (no number; the decisions are still written), "
+                             "report prints it marked, off runs no checks")
     parser.add_argument("--engine", default="auto", choices=("auto", "duckdb", "spark"),
                         help="auto (default): DuckDB for local Parquet, Spark for tables, remote URIs, SPARK_REMOTE or "
                              "spark-submit; duckdb; spark")
@@ -57,7 +61,7 @@ def prepare(args, ctx):
                       interactions=args.interactions,
                       max_pair_keys=PAIR_KEYS if args.max_pair_keys is None else args.max_pair_keys,
                       reg_param=args.reg_param, max_iter=args.max_iter, truth=args.truth,
-                      estimate=not args.no_estimate, dedup=args.dedup)
+                      estimate=not args.no_estimate, dedup=args.dedup, gate=args.gate)
     inputs = describe(cfg)
     from ..policies.features import is_adc_table, parse_adc_numbers
     from .checks import check_adc_option

@@ -45,6 +45,7 @@ class TrainConfig:
     truth: str | None = None          # generator truth dir ('auto': <logs>/../truth when it exists; 'none': off)
     estimate: bool = True             # factored estimate of every learned policy on the scoring window
     dedup: str = "random"             # cost-sensitive duplicates: random | next_best | both (two policies)
+    gate: str = "enforce"             # the estimate's data gate, evaluate's: enforce refuses, report marks, off
     extra: dict = field(default_factory=dict)
 
     def methods(self) -> list[str]:
@@ -68,6 +69,10 @@ class TrainConfig:
         if sf <= t:
             raise UsageError(f"the scoring window must start after the training window (--score-from {sf} <= --to {t})")
         self.date_from, self.date_to, self.score_from, self.score_to = (d.isoformat() for d in (f, t, sf, st))
+        from ..pipelines.common import GATE_MODES
+
+        if self.gate not in GATE_MODES:
+            raise UsageError(f"--gate must be one of {', '.join(GATE_MODES)}; got {self.gate!r}")
         if self.dedup not in ("random", "next_best", "both"):
             raise UsageError(f"--dedup must be random, next_best or both; got {self.dedup!r}")
         if self.interactions not in fe.INTERACTIONS:
@@ -158,14 +163,14 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
         summary["warnings"] = ([capped] if capped else []) + skipped
     if truth_dir:
         _judge_truth(engine, cfg, summary, truth_dir, sc)
-    if cfg.estimate:
-        _estimate(engine, cfg, summary, _given_adc_table(cfg, adc_source, C))
+    verdicts = _estimate(engine, cfg, summary, _given_adc_table(cfg, adc_source, C)) if cfg.estimate else []
     summary["counts"] = counts
     if result is not None:
         result.summary.update({k: v for k, v in summary.items() if k not in ("counts", "engine")})
         result.summary["estimates"] = [{"policy_id": pid, "estimator": "factored", **p["factored_estimate"]}
                                        for pid, p in summary["policies"].items() if "factored_estimate" in p]
         result.counts.update(counts)
+        result.verdicts = verdicts
         result.inputs.update({"logs": cfg.logs if isinstance(cfg.logs, str) else inputs.logs.name,
                               "eligibility": cfg.eligibility, "adc": cfg.adc, "adc_method": cfg.adc_method})
         result.outputs.update({"decisions": written["decisions_path"], "model": os.path.join(str(cfg.out), "model"),
@@ -211,23 +216,33 @@ def _given_adc_table(cfg: TrainConfig, adc_source: str, C) -> str | None:
     return path
 
 
-def _estimate(engine, cfg: TrainConfig, summary: dict, given_table: str | None = None) -> None:
+def _estimate(engine, cfg: TrainConfig, summary: dict, given_table: str | None = None) -> list:
     """The evaluate pipeline's factored estimate of every learned policy on the scoring window, with the ADCs of
-    --adc (judge.estimate_adc_spec: numbers and tables as given, 'estimate' re-estimated on that window); last: its
+    --adc (judge.estimate_adc_spec: numbers and tables as given, 'estimate' re-estimated on that window), under
+    evaluate's gate (--gate): its checks (a, b) and notes go to the summary as evaluate's do, an estimate the gate
+    refuses (enforce, a failed check) is no number but a warning. Returns the verdicts (result.json); last: its
     scan releases the engine's relations."""
     import math
 
     from .judge import estimate_adc_spec, factored_values
+    from ..pipelines.common import GateConfig
 
     pids = list(summary["policies"])
     adc, adc_method, said = estimate_adc_spec(cfg.adc, cfg.adc_method, given_table)
     summary["estimate_adc"] = {"adc": adc, "adc_method": adc_method, "source": said}
+    gate = GateConfig(mode=cfg.gate, great_expectations=False)
     try:
         judged = factored_values(engine, cfg.logs, summary["decisions_path"], (cfg.score_from, cfg.score_to), pids,
-                                 adc_method, adc=adc)
+                                 adc_method, adc=adc, gate=gate)
     except DataCheckFailed as exc:
         summary["estimate_error"] = str(exc)
-        return
+        summary["checks"] = _estimate_checks(exc.verdicts, cfg.gate)
+        summary.setdefault("warnings", []).append(_refusal(str(exc), summary["checks"], cfg.gate))
+        return list(exc.verdicts)
+    summary["checks"] = judged.checks
+    summary.setdefault("notes", []).extend(judged.notes)
+    if judged.warnings:
+        summary.setdefault("warnings", []).extend(judged.warnings)
     est = judged.frame
     for row in est.to_dict("records"):
         pol = summary["policies"].get(row["policy_id"])
@@ -242,3 +257,26 @@ def _estimate(engine, cfg: TrainConfig, summary: dict, given_table: str | None =
     vectors = {tuple(p["factored_estimate"]["adc"]) for p in summary["policies"].values() if "factored_estimate" in p}
     shown = ", ".join(f"{c:.4g}" for c in next(iter(vectors))) if len(vectors) == 1 else "-"
     summary.setdefault("notes", []).append(f"factored estimate with ADCs {said}: C = {shown}")
+    return judged.verdicts
+
+
+def _estimate_checks(verdicts: list, gate: str) -> dict:
+    """The factored estimator's checks' worst verdicts (as evaluate's result.json 'checks') from a refusal's
+    verdicts; none with the gate off."""
+    from .. import registry
+    from ..checks.judge import worst_by_check
+
+    return worst_by_check(verdicts, registry.checks_for(["factored"]) if gate != "off" else ()) if verdicts else {}
+
+
+def _refusal(message: str, checks: dict, gate: str) -> str:
+    """The summary's warning for an estimate the evaluate pipeline did not give: the gate's refusal (a failed
+    check under enforce, with the way to see it marked) or another data condition."""
+    from ..checks.assumptions import CHECK_NAMES
+
+    failed = [c for c, v in checks.items() if v == "fail" and c != "quarantine"]
+    if failed and gate == "enforce":
+        names = ", ".join(f"{c} {CHECK_NAMES.get(c, c)}" for c in failed)
+        return (f"factored estimate refused by --gate enforce as evaluate refuses it: check {names} failed; "
+                f"--gate report prints it marked (result.json estimate_error: {message})")
+    return f"no factored estimate of the learned policies: {message}"
