@@ -87,13 +87,15 @@ def test_cli_train_runs_without_java(world, on_duckdb, tmp_path):
     proc = subprocess.run([str(Path(sys.executable).with_name("scavenger")), "train", "--logs",
                            os.path.join(world["gen"], "logs"), "--from", TRAIN[0], "--to", TRAIN[1], "--score-from",
                            SCORE[0], "--score-to", SCORE[1], "--eligibility", world["elig"], "--seed", "3",
-                           "--dedup", "both", "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
+                           "--dedup", "both", "--gate", "report", "--out", str(out)],   # report: config()'s
+                          capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not record.exists(), f"a JVM start was attempted: java {record.read_text()}"
     result = json.loads((out / "result.json").read_text())
     assert result["engine"]["name"] == "duckdb" and result["status"] == "ok"
     assert decisions_frame(out / "decisions").equals(decisions_frame(os.path.join(on_duckdb["out"], "decisions")))
     assert "factored" in proc.stdout and len(result["summary"]["estimates"]) == 3
+    assert "note: factored: check(s) b failed (enough exploration); estimates marked (--gate report)" in proc.stdout
 
 
 def test_context_keys_the_same_on_spark(spark, tmp_path):
