@@ -52,7 +52,9 @@ def _reorders(Kw: int) -> str:
     deterministically or at random (a stochastic target that shuffles the logged slate depends on it as much as
     a deterministic one: before, factored gave 2.5x its value and no re-ordering estimate). For a
     one-entry-per-position decision on a row without extra slots (nearly all) with Kw <= 8: as many entries as held
-    slots and every logged ad among them (a clean row's ads are distinct), else the sorted ads compared."""
+    slots and every logged ad among them (a clean row's ads are distinct); another decision on such a row: no ad
+    of positive probability outside the logged ones, and each logged one among them; else the sorted ads
+    compared."""
     from .logs import logged_set
 
     ks = range(1, Kw + 1)
@@ -65,7 +67,15 @@ def _reorders(Kw: int) -> str:
     entries = " + ".join(f"CASE WHEN d_a_{k} IS NOT NULL THEN 1 ELSE 0 END" for k in ks)
     targets = ", ".join(f"d_a_{k}" for k in ks)
     member = " AND ".join(f"(a_{k} IS NULL OR a_{k} IN ({targets}))" for k in ks)
+    # a listed decision on a row without extra slots: first whether an ad of positive probability is not logged
+    # (one pass over the entries, no sort: a stochastic target over a catalogue nearly always has one), then
+    # whether every logged ad has positive probability (8 policies, half of them stochastic: +5.5 s with the sort)
+    logged = ", ".join(f"a_{k}" for k in ks)
+    outside = f"size(filter(dslots, x -> x.probability > 0 AND NOT coalesce(x.ad_id IN ({logged}), false))) > 0"
+    covered = " AND ".join(f"(a_{k} IS NULL OR size(filter(dslots, x -> x.probability > 0 AND x.ad_id = a_{k})) > 0)"
+                           for k in ks)
     return (f"CASE WHEN simple AND xs IS NULL THEN coalesce(({entries}) = n_slots AND {member}, false) "
+            f"WHEN xs IS NULL THEN CASE WHEN {outside} THEN false ELSE coalesce({covered}, false) END "
             f"ELSE {general} END")
 
 
