@@ -192,10 +192,11 @@ def test_long_rows_beyond_the_wide_positions_equal_reference(monkeypatch):
 
 
 def test_a_row_beyond_the_widest_wide_position_equals_reference(monkeypatch):
-    """One row of 72 slots holds position 128 (allowed by max_slots = 1000) among 140 events of up to 9: before,
-    1% of the rows made every position up to 128 a wide column, 16,512 moment sums in one statement, and DuckDB
-    died of SIGFPE (a row at 64 cost 13 s). Now only positions reached by at least WIDE_ROWS rows, and never beyond
-    WIDE_MAX, are wide: Kw is 4 here, and every table equals the plain-Python reference."""
+    """One row holds positions 62..70 (beyond WIDE_MAX; allowed by max_slots = 1000) among 140 events, a tenth of
+    them up to 9: before, more than 1% of the rows reaching a position made it a wide column however few they were
+    (Kw 9 here; one row at 128 among 80 made 128 wide columns, 16,512 moment sums in one statement, and DuckDB died
+    of SIGFPE). Now only positions reached by at least WIDE_ROWS rows, and never beyond WIDE_MAX, are wide: Kw is 4,
+    and every table equals the plain-Python reference."""
     import reference
     from scavenger.checks.rules import RuleConfig
     from scavenger.statistics import scan
@@ -203,13 +204,13 @@ def test_a_row_beyond_the_widest_wide_position_equals_reference(monkeypatch):
     data = with_long_rows(seed=23, share=0.1)
     ev = next(e for e in data["logs"] if len(e["slots"]) == 3 and all(s["reward"] is not None for s in e["slots"]))
     ev["slots"] += [{"position": p, "ad_id": f"far{p}", "propensity": 0.5, "reward": float(p % 3 == 0)}
-                    for p in range(60, 129)]
-    assert max(s["position"] for s in ev["slots"]) == 128
+                    for p in range(62, 71)]
+    assert max(s["position"] for s in ev["slots"]) == 70 > scan.WIDE_MAX
     monkeypatch.setattr(reference.log_reasons, "__defaults__", (0.0, 1.0, 1000))
     seen, real = [], scan.wide_positions
     monkeypatch.setattr(scan, "wide_positions", lambda prof, K: seen.append(real(prof, K)) or seen[-1])
     stats = run_window(*arrow_tables(data), config=StatsConfig(rules=RuleConfig(max_slots=1000)))
-    assert stats.K == 128 and seen == [4] and stats.Kw == 4
+    assert stats.K == 70 and seen == [4] and stats.Kw == 4
     assert_tables_match(stats, data)
 
 
