@@ -207,10 +207,3 @@ def check_level(args) -> None:
         raise UsageError("--level must be in (0, 1)")
     if hasattr(args, "delta") and not 0 < args.delta < 1:
         raise UsageError("--delta must be in (0, 1)")
-
-
-def window_counts(stats) -> dict:
-    """See pipelines.common.window_counts."""
-    from ..pipelines.common import window_counts as counts
-
-    return counts(stats)

@@ -57,9 +57,8 @@ def run(args, ctx, prepared):
     r.outputs["quarantine"] = C.quarantine_dir(args)
     stats = res.stats
     ap = stats.table("ad_position")
-    r.counts.update({**C.window_counts(stats),
-                     "impressions": int(ap["m"].sum()) if len(ap) else 0,
-                     "impressions_reward_unknown": A.unknown_rewards(ap), **res.window.counts})
+    r.counts.update({**res.window.record(), "impressions": int(ap["m"].sum()) if len(ap) else 0,
+                     "impressions_reward_unknown": A.unknown_rewards(ap)})
     r.verdicts = res.window.verdicts
     t = res.table[res.table["interval_kind"] == ("bootstrap" if args.bootstrap else "delta")]
     r.summary.update({"window": stats.window, "checks": res.window.check_verdicts,

@@ -100,9 +100,8 @@ def run(args, ctx, prepared):
                                      max(ev.stats.dates)))
     r.outputs["quarantine"] = C.quarantine_dir(args)
     stats = ev.stats
-    r.counts.update({**C.window_counts(stats),
-                     "policies": int(ev.estimates["policy_id"].nunique()), "estimates": len(ev.estimates),
-                     **ev.window.counts})
+    r.counts.update({**ev.window.record(), "policies": int(ev.estimates["policy_id"].nunique()),
+                     "estimates": len(ev.estimates)})
     r.verdicts = ev.verdicts
     r.summary.update({"window": stats.window, "checks": ev.window.check_verdicts, "notes": ev.notes,
                       "estimates": _summary_rows(ev.estimates)})

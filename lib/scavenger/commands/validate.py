@@ -80,8 +80,7 @@ def run(args, ctx, prepared) -> None:
         r.outputs["data_docs"] = fs.join(docs, "index.html")
         manifest.stamp("data_docs", docs)
     stats = v.window.stats
-    r.counts.update({**C.window_counts(stats),
-                     **v.window.counts})
+    r.counts.update(v.window.record())
     r.verdicts = v.verdicts
     r.summary.update({"window": stats.window, "estimators": v.estimators, "checks": v.window.check_verdicts,
                       "failed_checks": v.failed, "gate": gate.mode, "message": v.message})

@@ -169,7 +169,6 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
         result.summary.update({k: v for k, v in summary.items() if k not in ("counts", "engine")})
         result.summary["estimates"] = [{"policy_id": pid, "estimator": "factored", **p["factored_estimate"]}
                                        for pid, p in summary["policies"].items() if "factored_estimate" in p]
-        result.counts.update(counts)
         result.verdicts = verdicts
         result.inputs.update({"logs": cfg.logs if isinstance(cfg.logs, str) else inputs.logs.name,
                               "eligibility": cfg.eligibility, "adc": cfg.adc, "adc_method": cfg.adc_method})
