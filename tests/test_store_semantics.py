@@ -281,3 +281,33 @@ def test_event_ids_stored_as_hex_text_still_find_copies(tmp_path):
     assert full["counts"]["days_scanned"] == 1
     assert not (store / "event_ids" / f"dt={day(1)}").exists()  # written again: its ids as integers only
     assert (store / "event_hashes" / f"dt={day(1)}").exists()
+
+
+def test_a_file_rewritten_with_its_old_size_and_mtime_is_read_again(tmp_path):
+    """A day's file rewritten in place with other rewards, the same byte size (plain encoding) and its old mtime set
+    back (``os.utime``): the store sees the change through the file's ctime and the window equals a cold scan
+    (before: the stored day's old statistics were reused, every estimate of the old rewards)."""
+    import glob
+
+    import pyarrow.parquet as pq
+
+    data = build_random(11, K=2, n_ads=5, days=(0, 1), per_day=80, with_nulls=False)
+    root, store = tmp_path / "d", tmp_path / "s"
+    write_parquet(data, str(root))
+    path = sorted(glob.glob(str(root / "logs" / "dt=2026-03-02" / "*.parquet")))[0]
+    plain = {"compression": "none", "use_dictionary": False, "write_statistics": False}
+    table = pq.read_table(path)
+    pq.write_table(table, path, **plain)
+    first, _ = _run(root, tmp_path / "first", stats=store)
+    rows = table.to_pylist()
+    for row in rows:
+        for s in row["slots"]:
+            s["reward"] = None if s["reward"] is None else 1.0 - s["reward"]
+    st = os.stat(path)
+    pq.write_table(type(table).from_pylist(rows, schema=table.schema), path, **plain)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_mtime_ns == st.st_mtime_ns
+    warm, west = _run(root, tmp_path / "warm", stats=store)
+    cold, cest = _run(root, tmp_path / "cold")
+    assert first["counts"]["days_scanned"] == 2 and warm["counts"]["days_scanned"] == 1
+    _same(_values(west), _values(cest))

@@ -141,12 +141,16 @@ def hidden(name: str) -> bool:
 
 
 def data_files(uri: str) -> list[tuple[str, int, int]]:
-    """(uri, size, mtime_ns) of every visible file under a directory (or the file itself), sorted."""
+    """(uri, size, mtime_ns) of every visible file under a directory (or the file itself), sorted. A local file's
+    time is the later of its mtime and ctime (``changed_ns``)."""
     from pyarrow import fs as pafs
 
     loc = resolve(uri)
     info = loc.fs.get_file_info(loc.path)
     if info.type == pafs.FileType.File:
+        if is_local(loc.uri):
+            st = os.stat(loc.path)
+            return [(loc.uri, st.st_size, changed_ns(st))]
         return [(loc.uri, info.size, info.mtime_ns or 0)]
     if info.type != pafs.FileType.Directory:
         return []
@@ -186,8 +190,16 @@ def _local_files(root: str) -> list[tuple[str, int, int]]:
             except OSError:         # a dangling link: no file to read
                 continue
             if not hidden(name) and stat.S_ISREG(st.st_mode):
-                out.append((path, st.st_size, st.st_mtime_ns))
+                out.append((path, st.st_size, changed_ns(st)))
     return out
+
+
+def changed_ns(st) -> int:
+    """When a local file last changed: the later of mtime and ctime. A file rewritten in place and given back its
+    size and mtime (``touch -d``, ``os.utime``, ``cp -p`` over it) keeps its mtime but not its ctime, which no user
+    call can set, so the statistics store sees the new content; a file only renamed, copied or chmod-ed is read
+    again once, which costs time, never a wrong number."""
+    return max(int(st.st_mtime_ns), int(st.st_ctime_ns))
 
 
 def parquet_rows(uris) -> int:

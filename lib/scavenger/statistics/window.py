@@ -284,7 +284,7 @@ def _split(tables: dict, batch: list) -> dict:
 def _unpinned(logs, decisions) -> bool:
     """An input whose days have no file signature (a catalog table, a DataFrame): its stored days cannot tell
     whether the data changed since, so they are never reused (Store.usable); files are pinned by name, size and
-    mtime."""
+    mtime (local files: the later of mtime and ctime, fs.changed_ns)."""
     return any(isinstance(sig, dict) and sig.get("unpinned")
                for sig in (day_signature(logs, None), day_signature(decisions, None)))
 
