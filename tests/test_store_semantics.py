@@ -311,3 +311,43 @@ def test_a_file_rewritten_with_its_old_size_and_mtime_is_read_again(tmp_path):
     cold, cest = _run(root, tmp_path / "cold")
     assert first["counts"]["days_scanned"] == 2 and warm["counts"]["days_scanned"] == 1
     _same(_values(west), _values(cest))
+
+
+def test_partial_slate_share_does_not_depend_on_batching(tmp_path):
+    """Days of K = 3 and a day of K = 2 (every row of it partial in the window of K = 3): the diagnostic
+    partial_slate_share is the same scanned in one pass, one day per pass, or with the K = 2 day from the store, and
+    equals the share counted row by row (before: the day scanned alone counted its rows as full slates)."""
+    a = build_random(5, K=3, n_ads=6, days=(0, 1), per_day=80, with_nulls=False)
+    b = build_random(105, K=2, n_ads=6, days=(2,), per_day=80, with_nulls=False)
+    names = dict(zip(b["ads"], a["ads"]))
+    for row in b["logs"] + b["decisions"]:
+        for s in row["slots"]:
+            s["ad_id"] = names[s["ad_id"]]
+    data = {"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"], "decisions": a["decisions"] + b["decisions"]}
+    write_parquet(data, str(tmp_path))
+    rows = {(r["event_id"], r["dt"]): r for r in data["logs"]}
+    expect = {}
+    for d in data["decisions"]:
+        full = sorted(s["position"] for s in rows[(d["event_id"], d["dt"])]["slots"]) == [1, 2, 3]
+        n, p = expect.get(d["policy_id"], (0, 0))
+        expect[d["policy_id"]] = (n + 1, p + (not full))
+
+    def shares(out):
+        diag = pd.read_parquet(out / "diagnostics")
+        diag = diag[diag["metric"] == "partial_slate_share"]
+        return dict(zip(diag["policy_id"], diag["value"]))
+
+    _run(tmp_path, tmp_path / "one")
+    _run(tmp_path, tmp_path / "day", "--batch-days", "1")
+    _run(tmp_path, tmp_path / "k2", "--from", "2026-03-03", "--to", "2026-03-03", stats=tmp_path / "s")
+    _run(tmp_path, tmp_path / "warm", stats=tmp_path / "s")
+    want = {p: partial / n for p, (n, partial) in expect.items()}
+    day3 = [d for d in data["decisions"] if d["dt"] == D0 + dt.timedelta(2)]
+    short = [sorted(s["position"] for s in rows[(d["event_id"], d["dt"])]["slots"]) != [1, 2] for d in day3]
+    alone = {p: sum(x for d, x in zip(day3, short) if d["policy_id"] == p)
+             / sum(1 for d in day3 if d["policy_id"] == p) for p in {d["policy_id"] for d in day3}}
+    assert shares(tmp_path / "k2") == pytest.approx(alone, abs=1e-12)
+    assert 0 < min(want.values()) < 1
+    for out in ("one", "day", "warm"):
+        got = shares(tmp_path / out)
+        assert got.keys() == want.keys() and all(abs(got[p] - want[p]) <= 1e-12 for p in want), (out, got, want)

@@ -24,13 +24,14 @@ from .sql import logs as L
 from .sql import tables as T
 from .tables import split_factored, split_policy_groups
 
-STATS_VERSION = 9   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
+STATS_VERSION = 10   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
 #                     factored sums and extra positions (wide columns for the positions most rows hold);
 #                     6: CONTEXT_DUPLICATE_KEY in log_counts; m_r, impressions with a known slot reward
 #                     (ad_position, policy_ads; m_boot counts them); 7: n_short in policy_events; nanosecond
 #                     and text event times read alike on both engines (rows clean on one engine only before);
 #                     8: event_ids' id_hash a BIGINT (the hex text before); 9: stochastic re-orderings of
-#                     the logged slate in n_reorder and reorder_pairs
+#                     the logged slate in n_reorder and reorder_pairs; 10: policy_events' n_partial against the
+#                     row's own day's K, with k_held
 WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
 WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it,
 WIDE_ROWS = 100      # and at least 100 of them (a wide column costs the statements K^2 moment sums: one row of
@@ -144,7 +145,8 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
         _write_quarantine(engine, L.quarantined(run_id), f"{quarantine_dir}/logs", days, log_counts)
     wanted = plan.tables(decisions is not None or bool(derived), bool(config.fixed_calibration_key))
     stratum = T.stratum_sql(config.calibration_key)
-    _prepare(engine, config, (K, Kw), stratum, wanted, decisions is not None or bool(derived))
+    sizes = (K, Kw, held_positions_sql(log_counts, K))
+    _prepare(engine, config, sizes, stratum, wanted, decisions is not None or bool(derived))
     engine.view("scv_flat_slots", L.flat(Kw))
     engine.materialize("scv_flat", L.flat_columns(Kw, stratum))
     tables = {"log_counts": log_counts}
@@ -165,7 +167,7 @@ def scan_days(engine, logs, decisions, days, plan: ScanPlan, config: StatsConfig
     if K > 0 and plan.adc_tables == "identifiable" and adcs_identifiable(tables["ad_position"], K):
         wanted = wanted | set(ADC_TABLES)
     if decisions is not None or derived:
-        policies = _decision_tables(engine, decisions, derived, days, config, (K, Kw), wanted, quarantine_dir,
+        policies = _decision_tables(engine, decisions, derived, days, config, sizes, wanted, quarantine_dir,
                                     run_id, batch, tables, big)
     engine.release()
     note(f"scanned {len(days)} day(s): K={K}, {int(log_counts['rows'].sum()) if len(log_counts) else 0} log rows")
@@ -178,7 +180,7 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     """The statements the rest of the pass will likely run, in their order, for the engine to ready meanwhile
     (Engine.prepare: DuckDB translates them on a thread). Only a hint: a statement not named here, or named with
     other arguments, is translated when it runs."""
-    K, Kw = sizes
+    K, Kw, held = sizes
     if K == 0:
         return
     out = [L.flat(Kw), L.flat_columns(Kw, stratum), T.log_summary(K, Kw)]
@@ -188,12 +190,31 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     if decisions:
         out += [D.policy_count(), D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(),
                 D.duplicate_decisions(), D.joined(config.rules, K, Kw, _rewards(wanted)),
-                D.decision_counts(Kw, config.rules), DT.policy_groups(K, Kw)]
+                D.decision_counts(Kw, config.rules), DT.policy_groups(held, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
         out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
         out += [DT.slate_targets(Kw)] if "slate_targets" in wanted else []
         out += [DT.slate_covered(Kw)] if "slate_covered" in wanted else []
     engine.prepare(out)
+
+
+def day_positions(log_counts: pd.DataFrame, K: int) -> dict:
+    """{'YYYY-MM-DD': the day's K} (its largest clean position, log_counts.k_max; ``K`` where the day has none)."""
+    if not len(log_counts) or "k_max" not in log_counts.columns:
+        return {}
+    k = pd.to_numeric(log_counts["k_max"], errors="coerce").fillna(K).astype(int)
+    return {pd.Timestamp(d).date().isoformat(): int(v) for d, v in zip(log_counts["dt"], k) if pd.notna(d)}
+
+
+def held_positions_sql(log_counts: pd.DataFrame, K: int) -> str:
+    """The positions a full slate of the row's own day holds (policy_groups' n_partial counts the rows holding
+    fewer): ``K`` when the pass's days share it, else a CASE over dt, so that a day's count does not depend on the
+    days it was scanned with (tables.merge counts a day of a smaller K as partial in a window of a larger)."""
+    ks = day_positions(log_counts, K)
+    if len(set(ks.values()) | {K}) == 1:
+        return str(K)
+    whens = " ".join(f"WHEN DATE'{d}' THEN {k}" for d, k in sorted(ks.items()))
+    return f"CASE dt {whens} ELSE {K} END"
 
 
 def _rewards(wanted: set) -> bool:
@@ -215,7 +236,7 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
                      quarantine_dir, run_id: str, batch: str, tables: dict, big: dict) -> int:
     """The decisions' side of the pass: read them once, join them once to the clean flat events, and add their
     tables to ``tables`` / ``big``. Returns the number of target policies."""
-    K, Kw = sizes
+    K, Kw, held = sizes
     cfg = config.rules
     parts = []
     if decisions is not None:
@@ -242,7 +263,8 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
         _write_quarantine(engine, D.quarantined(run_id, cfg), f"{quarantine_dir}/decisions", days, dec_counts)
     if K > 0:
         extras = engine.fetch(DT.policy_extras(Kw), "policy_extras") if K > Kw else None
-        tables.update(split_policy_groups(engine.fetch(DT.policy_groups(K, Kw), "policy_groups"), extras, K))
+        groups = engine.fetch(DT.policy_groups(held, Kw), "policy_groups")
+        tables.update(split_policy_groups(groups, extras, K, day_positions(tables["log_counts"], K)))
         if "factored" in wanted:
             tables.update(split_factored(engine.fetch(DT.factored(Kw), "factored")))
         tables["target_placements"] = engine.fetch(DT.target_placements(Kw), "target_placements")

@@ -39,7 +39,7 @@ TABLES: dict[str, Table] = {
     "pair_strata": Table(("logging_policy", "stratum", "j", "k"), per_day=True),
     "calibration_cells": Table(("logging_policy", "stratum", "position", "ad_id"), ("min_p", "max_p")),
     "decision_policies": Table(("policy_id",)),
-    "policy_events": Table(("policy_id",)),
+    "policy_events": Table(("policy_id",), ("k_held",)),
     "base_targets": Table(("policy_id", "base_policy")),
     "slate_moments": Table(("policy_id", "logging_policy", "fold"), ("max_W",)),
     "factored": Table(("policy_id", "ad_id", "pos_i", "pos_j")),
@@ -90,6 +90,8 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
     if name == "slate_moments":
         K = max(moments_k(f) for f in frames)
         frames = [pad_moments(f, K) for f in frames]
+    if name == "policy_events" and not by_dt:
+        frames = partial_against_window(frames)
     df = pd.concat(frames, ignore_index=True)
     values = [c for c in df.columns if c not in keys and c != "dt"]
     agg = {}
@@ -126,6 +128,23 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
         parts.append(g.agg(other))
     out = pd.concat(parts, axis=1).reset_index() if parts else g.size().reset_index()[keys]
     return plain_text(out, text)[keys + values]
+
+
+def partial_against_window(frames: list) -> list:
+    """policy_events frames with n_partial counted against the largest K they hold (k_held): a row of a day whose
+    K is smaller holds fewer positions than the window's K, so every event of it is partial. A day's n_partial is
+    counted against its own K (scan.held_positions_sql), so the window's count does not depend on batching."""
+    held = [pd.to_numeric(f["k_held"], errors="coerce") for f in frames if "k_held" in f.columns]
+    if len(held) != len(frames):
+        return frames
+    K = max(float(h.max()) for h in held)
+    out = []
+    for f, h in zip(frames, held):
+        short = (h < K).to_numpy()
+        if short.any():
+            f = f.assign(n_partial=np.where(short, f["n_events"].to_numpy(), f["n_partial"].to_numpy()), k_held=K)
+        out.append(f)
+    return out
 
 
 def _apart(frames: list) -> bool:
@@ -232,9 +251,11 @@ def split_by_dt(tables: dict) -> dict:
 
 
 # ---- unpivots done on the driver (small aggregated rows) --------------------------------------------------------
-def split_policy_groups(g: pd.DataFrame, extras: pd.DataFrame | None = None, K: int | None = None) -> dict:
+def split_policy_groups(g: pd.DataFrame, extras: pd.DataFrame | None = None, K: int | None = None,
+                        day_k: dict | None = None) -> dict:
     """policy_events, base_targets and slate_moments from the per-(dt, policy, logging, base, fold) rows; with
-    ``extras`` (the long sums of positions beyond the wide ones) the slate moments of all K positions."""
+    ``extras`` (the long sums of positions beyond the wide ones) the slate moments of all K positions. ``day_k``
+    ({'YYYY-MM-DD': the day's K}) gives policy_events' k_held, the K each day's n_partial counts against."""
     out = {}
     keys = ["dt", "policy_id"]
     has_base = g["base_policy"].notna()
@@ -242,6 +263,9 @@ def split_policy_groups(g: pd.DataFrame, extras: pd.DataFrame | None = None, K: 
         n_events=("n_all", "sum"), n_deterministic=("n_det", "sum"), n_with_base=("n_with_base", "sum"),
         n_reorder=("n_reorder", "sum"), n_short=("n_short", "sum"), n_partial=("n_partial", "sum"),
         n_missing_propensity=("n_missing_propensity", "sum")).reset_index()
+    if day_k is not None:
+        days = pd.Series([pd.Timestamp(d).date().isoformat() if pd.notna(d) else None for d in pe["dt"]])
+        pe["k_held"] = days.map(day_k).fillna(K or 0).astype("int64").to_numpy()
     out["policy_events"] = pe.astype({c: "int64" for c in pe.columns if c.startswith("n_")})
     b = g[has_base]
     match = (b["base_policy"] == b["logging_policy"]).to_numpy()

@@ -91,10 +91,11 @@ def _short(Kw: int) -> str:
     return f"CASE WHEN simple THEN {simple} ELSE {general} END"
 
 
-def policy_groups(K: int, Kw: int) -> str:
+def policy_groups(K, Kw: int) -> str:
     """(dt, policy_id, logging_policy, base_policy, fold): n_all (events with a decision), n_det (deterministic),
     n_reorder (re-orderings of the logged ads, :func:`_reorders`), n_short (decisions leaving a held position empty,
-    :func:`_short`), s_r_all, s_r2_all, n_partial, and the slate moments
+    :func:`_short`), s_r_all, s_r2_all, n_partial (rows holding fewer than ``K`` positions: the row's day's K, a
+    number or a CASE over dt, scan.held_positions_sql), and the slate moments
     of the wide positions (the extra positions: :func:`policy_extras`). Split on the driver into policy_events,
     base_targets and slate_moments (``statistics/tables.py``)."""
     wprod = " * ".join([f"Y_{k}" for k in range(1, Kw + 1)] + ["xw"])
