@@ -45,17 +45,21 @@ def _set_id(data, day: int, i: int, new: str) -> None:
             d["event_id"] = new
 
 
-def test_a_stored_day_keeps_its_own_K(tmp_path):
-    """Days of K = 3 and one of K = 2 scanned in one pass and stored; that day alone read back from the store has
-    K = 2 and the cold estimates (before: the pass's K = 3, so factored lacked C_3 and was not identified)."""
+def _k3_days_then_k2() -> dict:
+    """Two days of K = 3 (2026-03-01, 02) and one of K = 2 (03) over the same ads."""
     a = build_random(5, K=3, n_ads=6, days=(0, 1), per_day=80, with_nulls=False)
     b = build_random(105, K=2, n_ads=6, days=(2,), per_day=80, with_nulls=False)
     names = dict(zip(b["ads"], a["ads"]))
     for row in b["logs"] + b["decisions"]:
         for s in row["slots"]:
             s["ad_id"] = names[s["ad_id"]]
-    write_parquet({"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"],
-                   "decisions": a["decisions"] + b["decisions"]}, str(tmp_path))
+    return {"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"], "decisions": a["decisions"] + b["decisions"]}
+
+
+def test_a_stored_day_keeps_its_own_K(tmp_path):
+    """Days of K = 3 and one of K = 2 scanned in one pass and stored; that day alone read back from the store has
+    K = 2 and the cold estimates (before: the pass's K = 3, so factored lacked C_3 and was not identified)."""
+    write_parquet(_k3_days_then_k2(), str(tmp_path))
     _run(tmp_path, tmp_path / "all", stats=tmp_path / "s")
     day = ["--from", "2026-03-03", "--to", "2026-03-03"]
     warm, west = _run(tmp_path, tmp_path / "warm", *day, stats=tmp_path / "s")
@@ -317,13 +321,7 @@ def test_partial_slate_share_does_not_depend_on_batching(tmp_path):
     """Days of K = 3 and a day of K = 2 (every row of it partial in the window of K = 3): the diagnostic
     partial_slate_share is the same scanned in one pass, one day per pass, or with the K = 2 day from the store, and
     equals the share counted row by row (before: the day scanned alone counted its rows as full slates)."""
-    a = build_random(5, K=3, n_ads=6, days=(0, 1), per_day=80, with_nulls=False)
-    b = build_random(105, K=2, n_ads=6, days=(2,), per_day=80, with_nulls=False)
-    names = dict(zip(b["ads"], a["ads"]))
-    for row in b["logs"] + b["decisions"]:
-        for s in row["slots"]:
-            s["ad_id"] = names[s["ad_id"]]
-    data = {"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"], "decisions": a["decisions"] + b["decisions"]}
+    data = _k3_days_then_k2()
     write_parquet(data, str(tmp_path))
     rows = {(r["event_id"], r["dt"]): r for r in data["logs"]}
     expect = {}
