@@ -80,8 +80,9 @@ def rand_case(request):
     eng.close()
 
 
-def _ref_direct(data, policy, kind, delta=0.05, uniform=False):
-    """Row-level: V = sum_t r_t 1[h(x_t) = a_t] / T_{a_t}, CLT variance, Theorem 3/4 half-widths."""
+def _ref_direct(data, policy, kind, delta=0.05, uniform=False, reward_range=None):
+    """Row-level: V = sum_t r_t 1[h(x_t) = a_t] / T_{a_t}, CLT variance, Theorem 3/4 half-widths (R =
+    ``reward_range``, default the logged rewards' range)."""
     events = {e["event_id"]: e for e in data["logs"]}
     if kind == "slate":
         act = lambda slots, f=lambda s: True: tuple(sorted((s["position"], s["ad_id"]) for s in slots if f(s)))  # noqa
@@ -116,7 +117,7 @@ def _ref_direct(data, policy, kind, delta=0.05, uniform=False):
         x = np.array(xs[a])
         var += (x.var(ddof=1) if x.size > 1 else x[0] ** 2) / x.size
     rs = [slate_r(e) for e in data["logs"]]
-    rr = max(max(rs), 0) - min(min(rs), 0)
+    rr = max(max(rs), 0) - min(min(rs), 0) if reward_range is None else reward_range
     Ttot = len(logged)
     half3 = rr * sum(math.sqrt(2 * (math.log(2) + log_k + math.log(Ttot) - math.log(delta)) / T[a]) for a in used)
     if unsup:
@@ -241,6 +242,30 @@ def test_direct_approach_counts_only_the_events_a_policy_decides():
         assert math.isclose(got["value"], want["value"], rel_tol=1e-9)
     finally:
         eng.close()
+
+
+@pytest.mark.parametrize("clicks", [True, False])
+def test_theorem3_bounds_take_the_range_a_slate_reward_can_take(clicks):
+    """Slot rewards in [0, 1]: a K-slot slate reward can be anything in [0, K], and Theorem 3/4 need that range, not
+    the largest reward logged. Before, R came from the logged rewards: on K = 2 slates with at most one click per
+    event R = 1 (every bound half as wide as it must be) and on logs without a click R = 1e-300 (the base policy's
+    bound of width 0, claiming certainty). The EL interval of the same rows already took [0, K]."""
+    data = build_random(seed=21, K=2, n_ads=3, days=(0,), per_day=300, with_nulls=False)
+    for i, e in enumerate(data["logs"]):
+        e["slate_reward"] = None
+        for s in e["slots"]:
+            s["reward"] = float(clicks and s["position"] == 1 and i % 3 == 0)
+    data["decisions"] = [d for d in data["decisions"] if d["policy_id"] == "det"]
+    ev, eng = run_evaluate(data, ["scavenging_slate", "scavenging_base"], uniform_logging=True, delta=0.05)
+    eng.close()
+    est = ev.estimates
+    for kind, name in (("slate", "scavenging_slate"), ("base", "scavenging_base")):
+        ref = _ref_direct(data, "det", kind, delta=0.05, uniform=True, reward_range=2.0)
+        assert math.isfinite(ref["half"]) and ref["half"] > 0.1
+        rows = est[(est["policy_id"] == "det") & (est["estimator"] == name)].set_index("interval_kind")
+        assert math.isclose(rows.loc["bound", "ci_high"] - rows.loc["bound", "value"], ref["half"], rel_tol=1e-9)
+        u = est[(est["policy_id"] == "det") & (est["estimator"] == name + "_uniform")].set_index("interval_kind")
+        assert math.isclose(u.loc["bound", "ci_high"] - u.loc["bound", "value"], ref["half4"], rel_tol=1e-9)
 
 
 def test_base_policy_scavenging_equals_numpy(rand_case):

@@ -9,8 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .common import (Context, not_identified, reorder_reason, reorders_logged_slate, reward_range, row,
-                     weight_and_reward_bounds)
+from .common import Context, not_identified, reorder_reason, reorders_logged_slate, row, weight_and_reward_bounds
 
 EL_SUMS = ("sum_w", "sum_w2", "sum_wr", "sum_w2r", "sum_w2r2")
 
@@ -68,9 +67,12 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
         k_why = (f"--n-ads {opts.n_ads} is fewer ads than the {held} positions a logged slate fills: no slate of "
                  f"distinct ads fits that catalogue (k = 0), so Theorems 3/4 give no bound" if opts.n_ads else
                  "no ad is logged at any position: k, the number of slates of Theorems 3/4, is 0")
+    # one reward range for the EL interval and the Theorem 3/4 bounds: the range a slate reward CAN take (the held
+    # slots' declared maximum), not the largest one observed (on K = 5 slots of clicks, no event with 5 clicks gave
+    # R = 4 and a bound 20% too narrow)
     _, _, r_lo, r_hi = weight_and_reward_bounds(stats)
     d = _Direct("scavenging_ad" if stats.K == 1 else "scavenging_slate",
-                float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, *reward_range(stats), r_lo, r_hi, k_why)
+                float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, r_lo, r_hi, r_lo, r_hi, k_why)
     strata = ad_strata(ap)
     out = []
     for p in policies:
@@ -167,7 +169,8 @@ def scavenging_base_rows(stats, policies: list, ctx: Context) -> list[dict]:
     from ..estimators import scavenging as sc
 
     opts = ctx.options
-    df = sc.base_policy_estimates(stats, policies, opts.delta, opts.level, opts.uniform_logging)
+    _, _, r_lo, r_hi = weight_and_reward_bounds(stats)   # the range a slate reward can take (as the direct approach)
+    df = sc.base_policy_estimates(stats, policies, opts.delta, opts.level, opts.uniform_logging, r_hi - r_lo)
     out = []
     pe = stats.table("policy_events")
     for p in policies:

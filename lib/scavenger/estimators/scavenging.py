@@ -154,16 +154,21 @@ def _rows(policy_id, estimator, est, n_events, n_actions, level, delta, note="")
 
 
 def _reward_range(log_summary: pd.DataFrame) -> float:
+    """The range [min(0, r_min), max(1, r_max)] of the logged rewards: a click range at least, never 0 (logs
+    without a click gave R = 1e-300 and a Theorem 3 bound of width 0)."""
     if not len(log_summary) or "r_max" not in log_summary:
         return 1.0
-    hi = max(float(log_summary["r_max"].max()), 0.0)
+    hi = max(float(log_summary["r_max"].max()), 1.0)
     lo = min(float(log_summary["r_min"].min()), 0.0)
-    return max(hi - lo, 1e-300)
+    return hi - lo
 
 
 def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: float = 0.95,
-                          uniform: bool = False) -> pd.DataFrame:
-    """Action = base (logging) policy; targets whose decisions carry ``base_policy`` on every event."""
+                          uniform: bool = False, reward_range: float | None = None) -> pd.DataFrame:
+    """Action = base (logging) policy; targets whose decisions carry ``base_policy`` on every event.
+    ``reward_range``: R of the Theorem 3/4 bounds, the range a slate reward can take (the pipeline passes that of
+    estimate.common.weight_and_reward_bounds: the held slots times their declared maximum); default the logged
+    rewards' range, at least [0, 1]."""
     ls = stats.table("log_summary")
     targets = stats.table("base_targets").rename(columns={"base_policy": "key"})
     pe = stats.table("policy_events")
@@ -171,7 +176,7 @@ def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: floa
         return pd.DataFrame(columns=ROW_COLUMNS)
     n_actions = len(ls)          # k: the logging (base) policies of the window
     log_k = math.log(n_actions)
-    rr = _reward_range(ls)
+    rr = _reward_range(ls) if reward_range is None else float(reward_range)
     rows = []
     for _, p in pe.sort_values("policy_id").iterrows():
         pid = p["policy_id"]
