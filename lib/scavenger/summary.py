@@ -65,7 +65,9 @@ def _estimate_lines(result) -> list[str]:
         if r.get("interval_kind") == "bound":
             continue
         if not r.get("identified", True):
-            missing.setdefault((r["estimator"], r.get("reason") or ""), []).append(r["policy_id"])
+            who = missing.setdefault((r["estimator"], r.get("reason") or ""), [])
+            if r["policy_id"] not in who:     # one line per policy, whatever rows (el, bound) it refused
+                who.append(r["policy_id"])
             continue
         lo, hi = r.get("ci_low"), r.get("ci_high")
         finite = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (lo, hi))

@@ -13,6 +13,7 @@ import pandas as pd
 from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
+from ..checks import judge as J
 from ..errors import DataCheckFailed, UsageError
 from .common import (GateConfig, Inputs, Window, concat_days, counted, empty_day_reason, require_clean_rows,
                      run_window)
@@ -58,12 +59,68 @@ class Evaluation:
         return self.window.verdicts
 
 
-def _gate_estimators(wanted: list, named: bool, window: Window, gate: GateConfig) -> tuple[list, list, list]:
+# Verdict rows that judge one target policy (scope "policy=<id>"): the share of ITS mass on rarely logged or never
+# logged (position, ad) pairs. A failure there says nothing about the other targets of the same decisions.
+TARGET_CHECKS = ("b.rare_mass", "c.support")
+
+
+@dataclass
+class PolicyVerdicts:
+    """The checks' verdicts as each target policy sees them: ``base`` from the rows that judge the logs (every
+    target shares them), ``own`` the worst verdict and first failing message of each target's own rows
+    (TARGET_CHECKS). ``verdict(p, c)`` is what target p's estimates rely on."""
+
+    base: dict
+    own: dict = field(default_factory=dict)      # policy -> {check letter: (verdict, message of a failing row)}
+
+    @classmethod
+    def of_window(cls, window: Window) -> "PolicyVerdicts":
+        rows = window.verdicts
+        base = J.worst_by_check([r for r in rows if r["check"] not in TARGET_CHECKS], window.checks)
+        own: dict = {}
+        for r in rows:
+            scope = str(r.get("scope") or "")
+            if r["check"] not in TARGET_CHECKS or not scope.startswith("policy="):
+                continue
+            c = r["check"].split(".")[0]
+            mine = own.setdefault(scope[len("policy="):], {})
+            verdict = A.worst([mine[c][0], r["verdict"]]) if c in mine else r["verdict"]
+            msg = mine[c][1] if c in mine and mine[c][0] == A.FAIL else r["message"]
+            mine[c] = (verdict, msg)
+        return cls(base, own)
+
+    def verdict(self, policy, check: str) -> str:
+        b = self.base.get(check, "not_run")
+        o = self.own.get(policy, {}).get(check)
+        if o is None:
+            return b
+        return o[0] if b == "not_run" else A.worst([b, o[0]])
+
+    def failed_everywhere(self, check: str, policies: list) -> bool:
+        """A check that fails on the logs, or for every target (then no target's estimate can be written)."""
+        if self.base.get(check) == A.FAIL:
+            return True
+        return bool(policies) and all(self.verdict(p, check) == A.FAIL for p in policies)
+
+    def own_failures(self, policy, checks) -> list:
+        """(check, message) of the checks that fail for this target alone (not on the logs)."""
+        mine = self.own.get(policy, {})
+        return [(c, mine[c][1]) for c in checks
+                if self.base.get(c) != A.FAIL and c in mine and mine[c][0] == A.FAIL]
+
+
+def _gate_estimators(wanted: list, named: bool, window: Window, gate: GateConfig,
+                     verdicts: PolicyVerdicts | None = None, policies=()) -> tuple[list, list, list]:
     """(estimators to run, notes, refused): a failed check refuses a named estimator (enforce) or leaves a default
-    one out with a note; ``report`` keeps it, marked by its checks column. One note per set of failed checks."""
+    one out with a note; ``report`` keeps it, marked by its checks column. One note per set of failed checks.
+    A check that fails for some target policies only (TARGET_CHECKS) does not stop the estimator: the estimates
+    of those targets are refused row by row (:func:`gate_rows`)."""
     keep, refused, grouped = [], [], {}
     for e in wanted:
-        failed = tuple(c for c in registry.get(e).checks if window.check_verdicts.get(c) == A.FAIL)
+        if verdicts is None:
+            failed = tuple(c for c in registry.get(e).checks if window.check_verdicts.get(c) == A.FAIL)
+        else:
+            failed = tuple(c for c in registry.get(e).checks if verdicts.failed_everywhere(c, list(policies)))
         if not failed or gate.mode != "enforce":
             keep.append(e)
             if failed:
@@ -127,14 +184,41 @@ def _unseen_policies(stats, policies: list, run: list, options: EvaluateOptions)
     return out
 
 
-def finish(rows: list, ctx: E.Context, window: Window, level: float) -> pd.DataFrame:
-    """The estimates table: columns of the registry, checks, window, and the recommended estimate per policy."""
+def gate_rows(est: pd.DataFrame, verdicts: PolicyVerdicts) -> pd.DataFrame:
+    """--gate enforce: the estimates of a target whose own check failed (TARGET_CHECKS: its mass on (position, ad)
+    pairs logged rarely or never) are not identified, with the check's message; the other targets' stand."""
+    for i, (p, e) in enumerate(zip(est["policy_id"], est["estimator"])):
+        if not bool(est["identified"].iloc[i]) and pd.notna(est["reason"].iloc[i]):
+            continue
+        failed = verdicts.own_failures(p, registry.get(_base_name(e)).checks)
+        if not failed:
+            continue
+        why = "; ".join(f"check {c} ({A.CHECK_NAMES[c]}) failed for this target: {m}" for c, m in failed)
+        idx = est.index[i]
+        est.loc[idx, ["value", "std_error", "ci_low", "ci_high"]] = np.nan
+        est.loc[idx, "interval_kind"] = "none"
+        est.loc[idx, "identified"] = False
+        est.loc[idx, "reason"] = why
+    return est
+
+
+def finish(rows: list, ctx: E.Context, window: Window, level: float, verdicts: PolicyVerdicts | None = None,
+           enforce: bool = False) -> pd.DataFrame:
+    """The estimates table: columns of the registry, checks (as each target sees them: ``verdicts``), window, and
+    the recommended estimate per policy; with ``enforce``, a target's estimates whose own check failed are refused
+    (:func:`gate_rows`)."""
     est = pd.DataFrame(rows, columns=list(registry.ESTIMATE_COLUMNS))
     est["window"] = ctx.window
     est["level"] = est["level"].fillna(level)
-    est["checks"] = [" ".join(f"{c}:{window.check_verdicts.get(c, 'not_run')}"
-                              for c in registry.get(_base_name(e)).checks)
-                     or "not_run" for e in est["estimator"]]
+    if verdicts is None:
+        est["checks"] = [" ".join(f"{c}:{window.check_verdicts.get(c, 'not_run')}"
+                                  for c in registry.get(_base_name(e)).checks)
+                         or "not_run" for e in est["estimator"]]
+    else:
+        est["checks"] = [" ".join(f"{c}:{verdicts.verdict(p, c)}" for c in registry.get(_base_name(e)).checks)
+                         or "not_run" for p, e in zip(est["policy_id"], est["estimator"])]
+        if enforce and len(est):
+            est = gate_rows(est, verdicts)
     est["recommended"] = False
     for _, g in est.groupby("policy_id"):
         ok = g[g["identified"] & np.isfinite(g["ci_low"].astype(float)) & np.isfinite(g["ci_high"].astype(float))
@@ -167,28 +251,31 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
                         quarantine_dir, run_id, batch_days, decisions_key=spec, derived=derived)
     with counted(window):
         require_clean_rows(window, "policy value")
-        run, notes, refused = _gate_estimators(wanted, bool(options.estimators), window, gate)
+        stats = window.stats
+        policies = _policies(stats, options)
+        verdicts = PolicyVerdicts.of_window(window)
+        run, notes, refused = _gate_estimators(wanted, bool(options.estimators), window, gate, verdicts, policies)
         if refused:
             msgs = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts if r["verdict"] == A.FAIL]
             raise DataCheckFailed("refusing to write estimates whose assumptions failed: " + "; ".join(refused)
                                   + (" -- " + " | ".join(msgs[:5]) if msgs else ""), verdicts=window.verdicts)
         if not run:
             raise DataCheckFailed("no estimator left to run: " + "; ".join(notes), verdicts=window.verdicts)
-        stats = window.stats
-        policies = _policies(stats, options)
         ctx = E.Context(options=options, window=stats.window)
         if "scavenging_slate" in run:
             ctx.scavenging = E.scavenging_sums(stats)
         names = [r["policy_id"] for r in options.reorder]
         unseen = _unseen_policies(stats, policies, run, options)
-        est = finish(estimate_window(stats, policies, run, ctx, names) + unseen, ctx, window, options.level)
+        est = finish(estimate_window(stats, policies, run, ctx, names) + unseen, ctx, window, options.level,
+                     verdicts, gate.enforce)
         quiet = set() if options.policies else {r["policy_id"] for r in unseen}
         diag = _diagnostics(stats, policies, ctx, notes)
         warnings, unused_diag = unused_rows(est)
         if unused_diag:
             diag = pd.concat([diag, pd.DataFrame(unused_diag, columns=list(diag.columns)).astype(diag.dtypes)],
                              ignore_index=True)
-        by_day = _by_day(stats, policies, run, options, window, names) if options.by_day else None
+        by_day = _by_day(stats, policies, run, options, window, names, verdicts, gate.enforce) \
+            if options.by_day else None
         named = _named(options.estimators)
         refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
                    if not r["identified"] and _base_name(r["estimator"]) in named and r["policy_id"] not in quiet]
@@ -236,7 +323,7 @@ def _named(estimators) -> set:
     return out
 
 
-def _by_day(stats, policies, run, options, window, derived=()) -> pd.DataFrame:
+def _by_day(stats, policies, run, options, window, derived=(), verdicts=None, enforce=False) -> pd.DataFrame:
     """One estimate per day of the window, from the stored per-day statistics (no extra scan)."""
     frames = []
     sums = E.scavenging_sums(stats, by_dt=True) if "scavenging_slate" in run else None
@@ -245,7 +332,8 @@ def _by_day(stats, policies, run, options, window, derived=()) -> pd.DataFrame:
         ctx = E.Context(options=options, window=d.isoformat())
         if sums is not None and len(sums):
             ctx.scavenging = sums[sums["dt"] == d].drop(columns=["dt"])
-        est = finish(estimate_window(day, policies, run, ctx, derived), ctx, window, options.level)
+        est = finish(estimate_window(day, policies, run, ctx, derived), ctx, window, options.level, verdicts,
+                     enforce)
         why = empty_day_reason(day, d)
         if why:      # every estimator's own reason would blame its inputs (no base policy, no ADC, ...)
             est = est.assign(identified=False, recommended=False, reason=why)
