@@ -237,3 +237,42 @@ def test_tiny_propensity_estimates_finite_or_not_identified(tiny, tmp_path):
     # those of the other events; 1e-155 stays, and the sums its weight enters overflow
     assert len(det_slate) and (tiny < 2.2250738585072014e-308
                                or det_slate["reason"].str.contains("overflow double precision").any())
+
+
+def test_supported_share_is_the_targets_mass_on_logged_pairs():
+    """supported_share of the IPS/PI family: the share of the target's mass sum_t pi_k(a|x_t) on (position, ad)
+    pairs the logs show (check c's measure), unsupported_share the rest. It was the share of events whose logged
+    slate matched the target's (W > 0): about 1/12 for a target that a uniform logger over 3 x 4 slates fully
+    supports (and no unsupported_share); the direct approach of the same target said 1."""
+    import datetime as dt
+
+    import pandas as pd
+
+    from scavenger import api
+    from reference import arrow_tables
+
+    rng = np.random.default_rng(3)
+    day = dt.date(2026, 3, 1)
+    logs, decs = [], []
+    for i in range(1200):
+        a, b = f"a{rng.integers(3)}", f"b{rng.integers(4)}"
+        eid = f"e{i}"
+        logs.append({"event_id": eid, "event_time": dt.datetime(2026, 3, 1, 12), "context_id": "c",
+                     "context": {"f": "v"}, "logging_policy": "uniform", "slate_reward": None, "dt": day,
+                     "slots": [{"position": 1, "ad_id": a, "propensity": 1 / 3, "reward": float(rng.random() < .3)},
+                               {"position": 2, "ad_id": b, "propensity": 1 / 4, "reward": float(rng.random() < .2)}]})
+        for pid, first in (("det", "a0"), ("never", "never logged" if i % 4 == 0 else "a0")):
+            decs.append({"policy_id": pid, "event_id": eid, "dt": day, "base_policy": None,
+                         "slots": [{"position": 1, "ad_id": first, "probability": 1.0},
+                                   {"position": 2, "ad_id": "b1", "probability": 1.0}]})
+    est = api.evaluate(*arrow_tables({"logs": logs, "decisions": decs}), estimators=["ips", "pi"], gate="off",
+                       engine="duckdb").to_pandas()
+    est = est.set_index(["policy_id", "estimator"])
+    # 'never': 300 of its 1,200 events put an ad never logged at position 1, a quarter of the mass there, an
+    # eighth of its mass over the two positions
+    for pid, unsupported in (("det", 0.0), ("never", 300 / 2400)):
+        for e in ("slate_ips", "slate_pi"):
+            assert est.loc[(pid, e), "identified"]
+            assert abs(est.loc[(pid, e), "unsupported_share"] - unsupported) < 1e-12, (pid, e)
+            assert abs(est.loc[(pid, e), "supported_share"] - (1 - unsupported)) < 1e-12, (pid, e)
+    assert pd.notna(est.loc[("det", "slate_ips"), "value"])

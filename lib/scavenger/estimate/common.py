@@ -124,6 +124,24 @@ def weight_and_reward_bounds(stats) -> tuple[float, np.ndarray, float, float]:
     return wmax, slot_weight_bounds(stats), lo, max(hi, max(k_held, 1) * max(1.0, slot_max))
 
 
+def pair_support(stats, policy_id) -> float:
+    """The share of the target's mass sum_t pi_k(a | x_t) that lies on (position, ad) pairs its events' logging
+    policy showed (with a positive propensity, or none logged): check c's measure, as the IPS/PI family's
+    supported_share. NaN where the target places no mass."""
+    tp, ap = stats.table("target_placements"), stats.table("ad_position")
+    if not len(tp):
+        return math.nan
+    tp = tp[tp["policy_id"] == policy_id]
+    total = float(tp["s_p"].sum())
+    if not total > 0:
+        return math.nan
+    shown = ap.groupby(["logging_policy", "position", "ad_id"], as_index=False).agg(n=("m", "sum"),
+                                                                                     max_p=("max_p", "max"))
+    m = tp.rename(columns={"pos_j": "position"}).merge(shown, on=["logging_policy", "position", "ad_id"], how="left")
+    ok = (m["n"].fillna(0) > 0) & ~(m["max_p"].notna() & ~(m["max_p"] > 0))
+    return float(m.loc[ok, "s_p"].sum()) / total
+
+
 def slot_weight_bounds(stats) -> np.ndarray:
     """ymax_k = 1/min mu_k over the window's logged propensities at position k (no Y_k = pi_k/mu_k exceeds it; 1
     where no propensity was logged): the phantom of the PI family's empirical-likelihood interval."""

@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from ..statistics.tables import _is_max, moments_k
-from .common import (Context, not_identified, reorder_reason, reorders_logged_slate, row, short_events,
-                     short_reason, slot_weight_bounds, weight_and_reward_bounds)
+from .common import (Context, not_identified, pair_support, reorder_reason, reorders_logged_slate, row,
+                     short_events, short_reason, slot_weight_bounds, weight_and_reward_bounds)
 
 
 def slate_moments(stats, policy_id: str, fold: int | None = None):
@@ -66,11 +66,15 @@ def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
     folds = (slate_moments(stats, policy_id, 0), slate_moments(stats, policy_id, 1))
     bounds = weight_and_reward_bounds(stats)
     out = []
+    # the target's mass on (position, ad) pairs the logs show (check c's measure); the share of events whose
+    # logged slate matches the target's (W > 0) is the diagnostics' share_W_nonzero, not a support: it was given
+    # here before, so a fully supported target of a uniform logger over 12 slates read 8% supported
+    supported = pair_support(stats, policy_id)
     for e in wanted:
         est = _slate_one(S, e, m, opts, folds)
         extra = dict(unused)
-        if e in ("slate_ips", "slate_snips"):
-            extra["supported_share"] = m.n_W_pos / m.n if m.n else math.nan
+        if math.isfinite(supported):
+            extra.update(supported_share=supported, unsupported_share=1.0 - supported)
         ident = getattr(est, "identified", True)
         lo, hi, kind, reason = slate_interval(e, est, m, *bounds, opts.level)
         if not ident:           # the weights overflow double precision (estimators/slate_basis.py): say why
