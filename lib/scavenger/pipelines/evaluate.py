@@ -13,11 +13,12 @@ import pandas as pd
 from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
-from ..checks import judge as J
 from ..errors import DataCheckFailed, UsageError
 from .common import (GateConfig, Inputs, Window, concat_days, counted, empty_day_reason, require_clean_rows,
                      run_window)
 from .derived import derived_policies
+from .diagnostics import diagnostics as _diagnostics
+from .target_gate import PolicyVerdicts, gate_rows
 
 
 @dataclass
@@ -57,56 +58,6 @@ class Evaluation:
     @property
     def verdicts(self) -> list:
         return self.window.verdicts
-
-
-# Verdict rows that judge one target policy (scope "policy=<id>"): the share of ITS mass on rarely logged or never
-# logged (position, ad) pairs. A failure there says nothing about the other targets of the same decisions.
-TARGET_CHECKS = ("b.rare_mass", "c.support")
-
-
-@dataclass
-class PolicyVerdicts:
-    """The checks' verdicts as each target policy sees them: ``base`` from the rows that judge the logs (every
-    target shares them), ``own`` the worst verdict and first failing message of each target's own rows
-    (TARGET_CHECKS). ``verdict(p, c)`` is what target p's estimates rely on."""
-
-    base: dict
-    own: dict = field(default_factory=dict)      # policy -> {check letter: (verdict, message of a failing row)}
-
-    @classmethod
-    def of_window(cls, window: Window) -> "PolicyVerdicts":
-        rows = window.verdicts
-        base = J.worst_by_check([r for r in rows if r["check"] not in TARGET_CHECKS], window.checks)
-        own: dict = {}
-        for r in rows:
-            scope = str(r.get("scope") or "")
-            if r["check"] not in TARGET_CHECKS or not scope.startswith("policy="):
-                continue
-            c = r["check"].split(".")[0]
-            mine = own.setdefault(scope[len("policy="):], {})
-            verdict = A.worst([mine[c][0], r["verdict"]]) if c in mine else r["verdict"]
-            msg = mine[c][1] if c in mine and mine[c][0] == A.FAIL else r["message"]
-            mine[c] = (verdict, msg)
-        return cls(base, own)
-
-    def verdict(self, policy, check: str) -> str:
-        b = self.base.get(check, "not_run")
-        o = self.own.get(policy, {}).get(check)
-        if o is None:
-            return b
-        return o[0] if b == "not_run" else A.worst([b, o[0]])
-
-    def failed_everywhere(self, check: str, policies: list) -> bool:
-        """A check that fails on the logs, or for every target (then no target's estimate can be written)."""
-        if self.base.get(check) == A.FAIL:
-            return True
-        return bool(policies) and all(self.verdict(p, check) == A.FAIL for p in policies)
-
-    def own_failures(self, policy, checks) -> list:
-        """(check, message) of the checks that fail for this target alone (not on the logs)."""
-        mine = self.own.get(policy, {})
-        return [(c, mine[c][1]) for c in checks
-                if self.base.get(c) != A.FAIL and c in mine and mine[c][0] == A.FAIL]
 
 
 def _gate_estimators(wanted: list, named: bool, window: Window, gate: GateConfig,
@@ -182,24 +133,6 @@ def _unseen_policies(stats, policies: list, run: list, options: EvaluateOptions)
                                                                              "window")
         out += [E.not_identified(p, e, why, 0, options.level) for e in run]
     return out
-
-
-def gate_rows(est: pd.DataFrame, verdicts: PolicyVerdicts) -> pd.DataFrame:
-    """--gate enforce: the estimates of a target whose own check failed (TARGET_CHECKS: its mass on (position, ad)
-    pairs logged rarely or never) are not identified, with the check's message; the other targets' stand."""
-    for i, (p, e) in enumerate(zip(est["policy_id"], est["estimator"])):
-        if not bool(est["identified"].iloc[i]) and pd.notna(est["reason"].iloc[i]):
-            continue
-        failed = verdicts.own_failures(p, registry.get(_base_name(e)).checks)
-        if not failed:
-            continue
-        why = "; ".join(f"check {c} ({A.CHECK_NAMES[c]}) failed for this target: {m}" for c, m in failed)
-        idx = est.index[i]
-        est.loc[idx, ["value", "std_error", "ci_low", "ci_high"]] = np.nan
-        est.loc[idx, "interval_kind"] = "none"
-        est.loc[idx, "identified"] = False
-        est.loc[idx, "reason"] = why
-    return est
 
 
 def finish(rows: list, ctx: E.Context, window: Window, level: float, verdicts: PolicyVerdicts | None = None,
@@ -339,50 +272,3 @@ def _by_day(stats, policies, run, options, window, derived=(), verdicts=None, en
             est = est.assign(identified=False, recommended=False, reason=why)
         frames.append(est.assign(dt=d))
     return concat_days(frames)
-
-
-def _partial_events(policy_events: pd.DataFrame, log_counts: pd.DataFrame) -> dict:
-    """Per policy, its decided events whose row does not hold every position 1..K of the window (K = the largest
-    k_max of its days). A day's n_partial counts against the K of the pass that scanned it, which lies between the
-    day's k_max and the window's: every row of a day whose k_max is below the window's K is partial, else the
-    pass's count holds. So the share does not depend on how the days were batched or stored."""
-    pe = policy_events[[c for c in ("dt", "policy_id", "n_events", "n_partial") if c in policy_events.columns]]
-    if not len(pe) or "n_partial" not in pe.columns:
-        return {}
-    if "dt" not in pe.columns or not len(log_counts) or "k_max" not in log_counts.columns:
-        return pe.groupby("policy_id")["n_partial"].sum().astype(float).to_dict()
-    k_day = pd.to_numeric(log_counts["k_max"], errors="coerce").groupby(log_counts["dt"]).max()
-    short = pe["dt"].map(k_day).fillna(0).to_numpy(float) < float(k_day.max())
-    n = np.where(short, pe["n_events"].to_numpy(float), pe["n_partial"].to_numpy(float))
-    return pd.Series(n, index=pe["policy_id"].to_numpy()).groupby(level=0).sum().to_dict()
-
-
-def _diagnostics(stats, policies, ctx: E.Context, notes: list) -> pd.DataFrame:
-    ls = stats.table("log_summary")
-    pe = stats.table("policy_events")
-    n_logged = float(ls["n_events"].sum()) if len(ls) else 0.0
-    rows = list(ctx.diagnostics)
-    logged = float(ls["s_r"].sum()) / n_logged if n_logged else np.nan
-    logged_se = (np.sqrt(max(float(ls["s_r2"].sum()) / n_logged - logged ** 2, 0.0) / n_logged)
-                 if n_logged > 1 else np.nan)
-    partial = _partial_events(pe, stats.table("log_counts"))
-    for p in policies:
-        rec = pe[pe["policy_id"] == p].iloc[0]
-        n = float(rec["n_events"])
-        for metric, value in (("n_events_logged", n_logged), ("n_events_decided", n),
-                              ("decision_coverage", n / n_logged if n_logged else np.nan),
-                              ("deterministic_share", rec["n_deterministic"] / n if n else np.nan),
-                              ("base_policy_share", rec["n_with_base"] / n if n else np.nan),
-                              ("reorder_share", rec["n_reorder"] / n if n else np.nan),
-                              ("partial_slate_share", partial.get(p, 0.0) / n if n else np.nan),
-                              ("logged_value", logged), ("logged_value_se", logged_se)):
-            rows.append({"policy_id": p, "metric": metric, "slot": None, "value": float(value)})
-    unknown = int(ls["n_null_reward"].sum()) if len(ls) and "n_null_reward" in ls else 0
-    if unknown:   # slots with a null reward beside a slate_reward: not in the ADC, factored or re-ordering sums
-        rows.append({"policy_id": None, "metric": "slot_rewards_unknown", "slot": None, "value": float(unknown)})
-    for n in notes:
-        rows.append({"policy_id": None, "metric": "gate_note: " + n, "slot": None, "value": 1.0})
-    diag = pd.DataFrame(rows, columns=list(registry.DIAGNOSTIC_COLUMNS))
-    diag["slot"] = diag["slot"].astype("Int64")
-    diag["value"] = diag["value"].astype(float)
-    return diag
