@@ -356,16 +356,19 @@ def test_a_named_policy_whose_events_were_all_quarantined_says_so():
         assert ev.estimates[ev.estimates["policy_id"] == "det"]["identified"].any()
 
 
-def test_by_day_over_a_window_with_an_empty_day(tmp_path):
-    """--by-day where one day of the window has a partition without rows: evaluate and adc stopped with an
-    internal error (KeyError 'm', 'c', 'c2': the empty day's ad_position had its keys only); now that day's rows
-    say it has nothing to estimate, naming the day (before: each estimator blamed its own inputs, "no base policy",
-    "pass --adc"; the ADC table had no row for the day), and the other days are estimated."""
+@pytest.mark.parametrize("gap", ["empty", "absent"])
+def test_by_day_over_a_window_with_an_empty_day(tmp_path, capsys, gap):
+    """--by-day where one day of the window has a partition without rows (``empty``: evaluate and adc stopped with
+    an internal error, KeyError 'm', 'c', 'c2': the empty day's ad_position had its keys only) or no partition at
+    all (``absent``: the day was left out of every table, the summary and result.json without a word). Now that
+    day's rows say it has nothing to estimate, naming the day (before: each estimator blamed its own inputs, "no
+    base policy", "pass --adc"; the ADC table had no row for the day), the other days are estimated, and an absent
+    day is named in result.json, the summary and a warning verdict."""
     import pyarrow.parquet as pq
 
     data = build_random(seed=3, K=2, n_ads=4, days=(0, 2), per_day=40, with_nulls=False)
     logs, decisions = write_parquet(data, str(tmp_path / "in"))
-    for side in (logs, decisions):
+    for side in (logs, decisions) if gap == "empty" else ():
         first = sorted((tmp_path / "in").glob(f"{side.rsplit('/', 1)[1]}/dt=*/*.parquet"))[0]
         empty = tmp_path / "in" / side.rsplit("/", 1)[1] / "dt=2026-03-02"
         empty.mkdir()
@@ -376,8 +379,18 @@ def test_by_day_over_a_window_with_an_empty_day(tmp_path):
     by_day = pd.read_parquet(out / "estimates_by_day")
     days = by_day.groupby(by_day["dt"].astype(str))["identified"].any()
     assert len(days) == 3 and not days["2026-03-02"] and days.drop("2026-03-02").all(), days
-    why = "no clean logged event on 2026-03-02 (0 rows read, 0 quarantined): nothing to estimate on that day"
+    why = ("no clean logged event on 2026-03-02 (0 rows read, 0 quarantined): nothing to estimate on that day"
+           if gap == "empty" else "no logs on 2026-03-02: --logs holds no row of that day (no dt=2026-03-02 "
+           "partition), so nothing to estimate on that day; check the logs' delivery for it")
     assert set(by_day.loc[by_day["dt"].astype(str) == "2026-03-02", "reason"]) == {why}
+    res = json.loads((out / "result.json").read_text())
+    if gap == "absent":
+        assert res["counts"]["days_without_logs"] == ["2026-03-02"] and res["counts"]["days"] == 2
+        assert "no logs on 1 day(s) of the window: 2026-03-02" in capsys.readouterr().out
+        warn = [v for v in res["verdicts"] if v["check"] == "input" and v["verdict"] == "warn"]
+        assert len(warn) == 1 and "no logs on 1 of the window's 3 days (2026-03-02)" in warn[0]["message"]
+    else:
+        assert "days_without_logs" not in res["counts"]
     assert main(["adc", "--logs", logs, "--out", str(tmp_path / "adc"), "--by-day", "--gate", "report",
                  "--engine", "duckdb", "--no-great-expectations"]) in (0, 3)
     adc = pd.read_parquet(tmp_path / "adc" / "adc_by_day")

@@ -90,7 +90,10 @@ def summary_lines(result) -> list[str]:
         lines.append(f"  engine {result.engine.get('name')} ({result.engine.get('why')})")
     c = result.counts
     if c.get("days") is not None:
-        lines.append(f"  days {c['days']} (read {c.get('days_scanned', 0)}, from the store {c.get('days_loaded', 0)})")
+        absent = c.get("days_without_logs") or []
+        lines.append(f"  days {c['days']} (read {c.get('days_scanned', 0)}, from the store {c.get('days_loaded', 0)})"
+                     + (f"; no logs on {len(absent)} day(s) of the window: {_clip(', '.join(absent), 60)}"
+                        if absent else ""))
     lines += _rows_lines(c)
     checks = _check_lines(result)
     if checks:

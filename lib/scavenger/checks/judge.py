@@ -105,6 +105,18 @@ def quarantine_rows(counts: dict, max_share: float) -> list[dict]:
     return rows
 
 
+def absent_days_rows(absent: list, dates: list) -> list[dict]:
+    """A warning for the days of the window the logs hold no row of (common.days_without_logs): the estimates cover
+    the other days only."""
+    if not absent:
+        return []
+    n = len(absent) + len(dates)
+    shown = ", ".join(d.isoformat() for d in absent[:5]) + (f" and {len(absent) - 5} more" if len(absent) > 5 else "")
+    return [A.row("input", "logs", len(absent) / n, None, A.WARN,
+                  f"no logs on {len(absent)} of the window's {n} days ({shown}): the estimates cover the other "
+                  f"{len(dates)} day(s); check the logs' delivery for those days, or the window (--from, --to)")]
+
+
 def slot_table(stats) -> pd.DataFrame:
     """(logging_policy, dt, position, ad_id): n impressions and the logged propensities (checks a, b, e)."""
     ap = _per_day(stats, "ad_position")

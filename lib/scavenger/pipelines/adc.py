@@ -10,8 +10,8 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed
-from .common import (GateConfig, Inputs, Window, concat_days, counted, empty_day_reason, require_clean_rows,
-                     run_window)
+from .common import (GateConfig, Inputs, Window, by_day_dates, concat_days, counted, empty_day_reason,
+                     require_clean_rows, run_window)
 
 
 @dataclass
@@ -73,8 +73,8 @@ def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=Non
         by_day = None
         if options.by_day:
             frames = []
-            for d in stats.dates:
-                why = empty_day_reason(stats.day(d), d)
+            for d in by_day_dates(window):
+                why = empty_day_reason(None if d in window.absent else stats.day(d), d, window.absent)
                 rows = _nothing(table, why) if why else _checked(
                     E.adc_rows(stats.day(d), options.methods, options.level, options.dcg_base, options.smoothing),
                     window)

@@ -116,10 +116,13 @@ def concat_days(frames: list) -> pd.DataFrame | None:
     return pd.concat(parts, ignore_index=True).reindex(columns=cols)
 
 
-def empty_day_reason(day, d) -> str | None:
-    """Why a --by-day row of day ``d`` has nothing to estimate: the day holds no clean logged event (no rows, or
-    every row quarantined), with its counts; None when it holds one. ``day``: the window's statistics of that day
-    alone (WindowStats.day)."""
+def empty_day_reason(day, d, absent=()) -> str | None:
+    """Why a --by-day row of day ``d`` has nothing to estimate: the logs hold no row of it (``absent``), or the day
+    holds no clean logged event (every row quarantined), with its counts; None when it holds one. ``day``: the
+    window's statistics of that day alone (WindowStats.day)."""
+    if d in absent:
+        return (f"no logs on {d.isoformat()}: --logs holds no row of that day (no dt={d.isoformat()} partition), "
+                f"so nothing to estimate on that day; check the logs' delivery for it")
     summary = day.table("log_summary")
     if len(summary) and float(summary["n_events"].sum()) > 0:
         return None
@@ -128,6 +131,24 @@ def empty_day_reason(day, d) -> str | None:
     quarantined = int(counts["quarantined"].sum()) if len(counts) else 0
     return (f"no clean logged event on {d.isoformat()} ({rows} rows read, {quarantined} quarantined): nothing to "
             f"estimate on that day")
+
+
+def days_without_logs(inputs: Inputs, dates: list) -> list:
+    """The calendar days of the window (``--from``..``--to``, else the logs' first..last day) that the logs hold no
+    row of: a missing partition is said, never silently left out of the window."""
+    import datetime as dt
+
+    if not dates:
+        return []
+    lo, hi = inputs.date_from or min(dates), inputs.date_to or max(dates)
+    held = set(dates)
+    return [d for d in (lo + dt.timedelta(i) for i in range((hi - lo).days + 1)) if d not in held]
+
+
+def by_day_dates(window) -> list:
+    """The days a --by-day table lists: every day of the window, those without logs included (their rows say so:
+    :func:`empty_day_reason`)."""
+    return sorted(set(window.stats.dates) | set(window.absent))
 
 
 def decision_rows_without_logs(inputs: Inputs, dates: list) -> dict:
@@ -153,6 +174,7 @@ class Window:
     verdicts: list
     check_verdicts: dict
     checks: tuple
+    absent: tuple = ()           # days of the window with no logs at all (days_without_logs)
 
     def verdict_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.verdicts, columns=A.VERDICT_COLUMNS)
@@ -213,12 +235,15 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
                               Store(store) if store else None, quarantine_dir, run_id, key, batch_days, derived)
     orphans = decision_rows_without_logs(inputs, dates)
     counts = J.row_counts(stats, undated, orphans)
-    verdicts = J.quarantine_rows(counts, gate.max_quarantine_share)
+    absent = days_without_logs(inputs, dates)
+    if absent:
+        counts["days_without_logs"] = [d.isoformat() for d in absent]
+    verdicts = J.quarantine_rows(counts, gate.max_quarantine_share) + J.absent_days_rows(absent, dates)
     checks = tuple(checks) if gate.mode != "off" else ()
     with phase(None, "gate", f"checks {','.join(checks) or '-'} over {len(dates)} day(s)", log=bool(checks)):
         verdicts += J.assumption_rows(stats, checks, gate.assumptions,
                                       inputs.decisions is not None or bool(derived))
-    window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks)
+    window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks, tuple(absent))
     if gate.enforce and window.check_verdicts.get("quarantine") == A.FAIL:
         msgs = [r["message"] for r in verdicts if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL]
         raise DataCheckFailed("; ".join(msgs), verdicts=verdicts, counts=window.record())

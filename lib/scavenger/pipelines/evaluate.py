@@ -14,8 +14,8 @@ from .. import estimate as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError
-from .common import (GateConfig, Inputs, Window, concat_days, counted, empty_day_reason, require_clean_rows,
-                     run_window)
+from .common import (GateConfig, Inputs, Window, by_day_dates, concat_days, counted, empty_day_reason,
+                     require_clean_rows, run_window)
 from .derived import derived_policies
 from .diagnostics import diagnostics as _diagnostics
 from .target_gate import PolicyVerdicts, gate_rows
@@ -258,17 +258,31 @@ def _named(estimators) -> set:
 
 def _by_day(stats, policies, run, options, window, derived=(), verdicts=None, enforce=False) -> pd.DataFrame:
     """One estimate per day of the window, from the stored per-day statistics (no extra scan)."""
-    frames = []
+    frames, blank, absent = [], None, []
     sums = E.scavenging_sums(stats, by_dt=True) if "scavenging_slate" in run else None
-    for d in stats.dates:
+    for d in by_day_dates(window):
+        if blank is not None and d in window.absent:     # a day without logs: the first one's rows, renamed
+            absent.append(d)
+            continue
         day = stats.day(d)
         ctx = E.Context(options=options, window=d.isoformat())
         if sums is not None and len(sums):
             ctx.scavenging = sums[sums["dt"] == d].drop(columns=["dt"])
         est = finish(estimate_window(day, policies, run, ctx, derived), ctx, window, options.level, verdicts,
                      enforce)
-        why = empty_day_reason(day, d)
+        why = empty_day_reason(day, d, window.absent)
         if why:      # every estimator's own reason would blame its inputs (no base policy, no ADC, ...)
             est = est.assign(identified=False, recommended=False, reason=why)
         frames.append(est.assign(dt=d))
-    return concat_days(frames)
+        blank = est if d in window.absent else blank
+    if absent:
+        frames.append(_absent_days(blank, absent, window.absent))
+    return concat_days(frames).sort_values("dt", kind="stable").reset_index(drop=True)
+
+
+def _absent_days(blank: pd.DataFrame, days: list, absent) -> pd.DataFrame:
+    """The --by-day rows of ``days`` without logs: the rows of the first such day, once per day, each naming its day."""
+    rows = blank.iloc[np.tile(np.arange(len(blank)), len(days))].reset_index(drop=True)
+    day = np.repeat(np.array(days, dtype=object), len(blank))
+    return rows.assign(window=[d.isoformat() for d in day], reason=[empty_day_reason(None, d, absent) for d in day],
+                       dt=day)
