@@ -47,13 +47,9 @@ def _check_lines(result) -> list[str]:
 
 
 def _clip(text: str, limit: int = 160) -> str:
-    try:
-        from .text import clip
-
-        return clip(text, limit)
-    except ImportError:  # pragma: no cover - text.py arrives with the hostile-input work
-        text = " ".join(str(text).split())
-        return text if len(text) <= limit else text[: limit - 1] + "…"
+    """One line of at most ``limit`` characters (blanks collapsed)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _estimate_lines(result) -> list[str]:
@@ -90,9 +86,11 @@ def summary_lines(result) -> list[str]:
         lines.append(f"  engine {result.engine.get('name')} ({result.engine.get('why')})")
     c = result.counts
     if c.get("days") is not None:
+        from .checks.judge import day_ranges
+
         absent = c.get("days_without_logs") or []
         lines.append(f"  days {c['days']} (read {c.get('days_scanned', 0)}, from the store {c.get('days_loaded', 0)})"
-                     + (f"; no logs on {len(absent)} day(s) of the window: {_clip(', '.join(absent), 60)}"
+                     + (f"; no logs on {len(absent)} day(s) of the window: {day_ranges(absent, 3)}"
                         if absent else ""))
     lines += _rows_lines(c)
     checks = _check_lines(result)

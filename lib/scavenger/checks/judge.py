@@ -105,15 +105,29 @@ def quarantine_rows(counts: dict, max_share: float) -> list[dict]:
     return rows
 
 
+def day_ranges(days, most: int = 5) -> str:
+    """Days as runs of consecutive days, the first ``most`` of them: '2025-01-01..2025-12-31, 2026-01-02'."""
+    import datetime as dt
+
+    runs: list = []
+    for d in sorted(dt.date.fromisoformat(str(x)) for x in days):
+        if runs and (d - runs[-1][1]).days == 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    text = ", ".join(a.isoformat() if a == b else f"{a.isoformat()}..{b.isoformat()}" for a, b in runs[:most])
+    return text + (f" and {len(runs) - most} more run(s)" if len(runs) > most else "")
+
+
 def absent_days_rows(absent: list, dates: list) -> list[dict]:
     """A warning for the days of the window the logs hold no row of (common.days_without_logs): the estimates cover
     the other days only."""
     if not absent:
         return []
     n = len(absent) + len(dates)
-    shown = ", ".join(d.isoformat() for d in absent[:5]) + (f" and {len(absent) - 5} more" if len(absent) > 5 else "")
     return [A.row("input", "logs", len(absent) / n, None, A.WARN,
-                  f"no logs on {len(absent)} of the window's {n} days ({shown}): the estimates cover the other "
+                  f"no logs on {len(absent)} of the window's {n} days ({day_ranges(absent)}): the estimates cover "
+                  f"the other "
                   f"{len(dates)} day(s); check the logs' delivery for those days, or the window (--from, --to)")]
 
 
