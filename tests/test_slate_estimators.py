@@ -276,3 +276,43 @@ def test_supported_share_is_the_targets_mass_on_logged_pairs():
             assert abs(est.loc[(pid, e), "unsupported_share"] - unsupported) < 1e-12, (pid, e)
             assert abs(est.loc[(pid, e), "supported_share"] - (1 - unsupported)) < 1e-12, (pid, e)
     assert pd.notna(est.loc[("det", "slate_ips"), "value"])
+
+
+def test_intervals_and_bounds_take_the_declared_reward_range():
+    """A declared --reward-max (revenue: slot rewards up to 4, none above 1 logged) widens the range a slate reward
+    can take to 2 x 4: the Theorem 3 bound's half-width is R sqrt(...) (seed 001), so 4 times the default's, and the
+    EL intervals of IPS and PI widen; the point estimates do not move (before: R and the EL range came from the
+    logged rewards and the [0, 1] default, whatever the declared range)."""
+    import datetime as dt
+
+    from scavenger import api
+    from scavenger.checks.rules import RuleConfig
+    from reference import arrow_tables
+
+    rng = np.random.default_rng(5)
+    day = dt.date(2026, 3, 1)
+    logs, decs = [], []
+    for i in range(1200):
+        eid = f"e{i}"
+        logs.append({"event_id": eid, "event_time": dt.datetime(2026, 3, 1, 12), "context_id": "c",
+                     "context": {"f": "v"}, "logging_policy": "uniform", "slate_reward": None, "dt": day,
+                     "slots": [{"position": 1, "ad_id": f"a{rng.integers(3)}", "propensity": 1 / 3,
+                                "reward": float(rng.random() < .3)},
+                               {"position": 2, "ad_id": f"b{rng.integers(4)}", "propensity": 1 / 4,
+                                "reward": float(rng.random() < .2)}]})
+        decs.append({"policy_id": "det", "event_id": eid, "dt": day, "base_policy": None,
+                     "slots": [{"position": 1, "ad_id": "a0", "probability": 1.0},
+                               {"position": 2, "ad_id": "b1", "probability": 1.0}]})
+    out = {}
+    for r_max in (1.0, 4.0):
+        est = api.evaluate(*arrow_tables({"logs": logs, "decisions": decs}), gate="off", engine="duckdb",
+                           estimators=["scavenging_slate", "ips", "pi"],
+                           rules=RuleConfig(reward_max=r_max)).to_pandas()
+        out[r_max] = est.set_index(["estimator", "interval_kind"])
+    bound = [out[r].loc[("scavenging_slate", "bound")] for r in (1.0, 4.0)]
+    assert bound[0]["value"] == bound[1]["value"]
+    np.testing.assert_allclose(bound[1]["ci_high"] - bound[1]["value"], 4 * (bound[0]["ci_high"] - bound[0]["value"]),
+                               rtol=1e-12)
+    for e in ("slate_ips", "slate_pi"):
+        one, four = out[1.0].loc[(e, "el")], out[4.0].loc[(e, "el")]
+        assert one["value"] == four["value"] and four["ci_high"] > one["ci_high"] + 0.05, (e, one, four)

@@ -61,7 +61,9 @@ def add_gate_arguments(parser) -> None:
     g.add_argument("--max-quarantine-share", type=float, default=0.001,
                    help="fail when more than this share of rows is quarantined (default 0.001)")
     g.add_argument("--reward-min", type=float, default=0.0, help="declared minimum slot reward (default 0)")
-    g.add_argument("--reward-max", type=float, default=1.0, help="declared maximum slot reward (default 1)")
+    g.add_argument("--reward-max", type=float, default=1.0,
+                   help="declared maximum slot reward (default 1): rows above it are quarantined, and the intervals "
+                        "and Theorem 3/4 bounds take the range a slate reward can take from it")
     g.add_argument("--cramers-v-max", type=float, default=0.1,
                    help="check a: largest bias-corrected Cramer's V between a context feature and the logged ad")
     g.add_argument("--calibration-scope", default="auto", help=CALIBRATION_SCOPE_HELP)

@@ -103,12 +103,14 @@ def reward_range(stats) -> tuple[float, float]:
     return float(min(0.0, ls["r_min"].min())), float(max(1.0, ls["r_max"].max()))
 
 
-def weight_and_reward_bounds(stats) -> tuple[float, np.ndarray, float, float]:
+def weight_and_reward_bounds(stats, declared: tuple | None = None) -> tuple[float, np.ndarray, float, float]:
     """(wmax, ymax, rmin, rmax), the bounds estimators/intervals.slate_interval takes (ymax: ``slot_weight_bounds``)
     of the empirical-likelihood intervals: wmax = prod_k 1/min mu_k over the window's logged
     propensities (estimators/intervals.weight_bound), over the m positions with the smallest min mu_k when no row
-    holds more than m slots (partial slates); rewards in [min(0, r_min), max(r_max, m max(1, slot max))] (a row's
-    reward sums at most m <= K slot rewards, each declared <= 1 unless larger ones were logged)."""
+    holds more than m slots (partial slates); rewards in [min(0, r_min, m d_min), max(r_max, m max(d_max, slot max))]
+    (a row's reward sums at most m <= K slot rewards, each within the declared range [d_min, d_max], the rule
+    config's --reward-min/--reward-max, [0, 1] when not given, unless larger ones were logged): the range a slate
+    reward can take, not the one the window happened to show."""
     from ..estimators.intervals import weight_bound
 
     ap, lc = stats.table("ad_position"), stats.table("log_counts")
@@ -120,8 +122,10 @@ def weight_and_reward_bounds(stats) -> tuple[float, np.ndarray, float, float]:
     wmax = weight_bound(min_p[:held] if 0 < held < len(min_p) else min_p) if len(ap) else math.inf
     slot_max = float(lc["max_reward"].max()) if len(lc) and lc["max_reward"].notna().any() else 1.0
     lo, hi = reward_range(stats)
-    k_held = min(held, stats.K) if held > 0 else stats.K
-    return wmax, slot_weight_bounds(stats), lo, max(hi, max(k_held, 1) * max(1.0, slot_max))
+    k_held = max(min(held, stats.K) if held > 0 else stats.K, 1)
+    d_min, d_max = declared if declared is not None else (0.0, 1.0)
+    return (wmax, slot_weight_bounds(stats), min(lo, k_held * min(float(d_min), 0.0)),
+            max(hi, k_held * max(float(d_max), slot_max)))
 
 
 def pair_support(stats, policy_id) -> float:

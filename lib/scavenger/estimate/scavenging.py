@@ -70,7 +70,7 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
     # one reward range for the EL interval and the Theorem 3/4 bounds: the range a slate reward CAN take (the held
     # slots' declared maximum), not the largest one observed (on K = 5 slots of clicks, no event with 5 clicks gave
     # R = 4 and a bound 20% too narrow)
-    _, _, r_lo, r_hi = weight_and_reward_bounds(stats)
+    _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(opts, "reward_bounds", None))
     d = _Direct("scavenging_ad" if stats.K == 1 else "scavenging_slate",
                 float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, r_lo, r_hi, r_lo, r_hi, k_why)
     strata = ad_strata(ap)
@@ -169,7 +169,8 @@ def scavenging_base_rows(stats, policies: list, ctx: Context) -> list[dict]:
     from ..estimators import scavenging as sc
 
     opts = ctx.options
-    _, _, r_lo, r_hi = weight_and_reward_bounds(stats)   # the range a slate reward can take (as the direct approach)
+    # the range a slate reward can take (as the direct approach)
+    _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(opts, "reward_bounds", None))
     df = sc.base_policy_estimates(stats, policies, opts.delta, opts.level, opts.uniform_logging, r_hi - r_lo)
     out = []
     pe = stats.table("policy_events")

@@ -64,7 +64,7 @@ def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
                                 "does not see the logged ad)")
         return [not_identified(policy_id, e, reason, int(m.n), opts.level, **unused) for e in wanted]
     folds = (slate_moments(stats, policy_id, 0), slate_moments(stats, policy_id, 1))
-    bounds = weight_and_reward_bounds(stats)
+    bounds = weight_and_reward_bounds(stats, getattr(opts, "reward_bounds", None))
     out = []
     # the target's mass on (position, ad) pairs the logs show (check c's measure); the share of events whose
     # logged slate matches the target's (W > 0) is the diagnostics' share_W_nonzero, not a support: it was given

@@ -5,6 +5,7 @@ identified: why" -> by-day estimates from the same per-day statistics (``by_day`
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +36,7 @@ class EvaluateOptions:
     policies: list | None = None
     dcg_base: float = 2.0
     by_day: bool = False
+    reward_bounds: tuple | None = None     # a slot reward's declared [min, max]; None: the gate's rules (evaluate)
 
     def wanted(self) -> list[str]:
         return registry.resolve(self.estimators)
@@ -175,6 +177,8 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
 
     if inputs.decisions is None and not options.reorder:
         raise UsageError("evaluate needs --decisions or at least one --reorder policy")
+    if options.reward_bounds is None:       # the intervals' and bounds' reward range: the declared one
+        options = dataclasses.replace(options, reward_bounds=(gate.rules.reward_min, gate.rules.reward_max))
     wanted = options.wanted()
     checks = registry.checks_for(wanted)
     config = config or StatsConfig(rules=gate.rules, policies=tuple(inputs.policies) if inputs.policies else None)
