@@ -161,7 +161,7 @@ def write_parquet(data, root, days=None):
 
 
 # ---- the rules in Python ----------------------------------------------------------------------------------------
-def log_reasons(ev, rmin=0.0, rmax=1.0, max_slots=64) -> set:
+def log_reasons(ev, rmin=0.0, rmax=1.0, max_slots=64, max_id_length=1000) -> set:
     s = ev["slots"] or []
     n = len(s)
     out = set()
@@ -169,6 +169,9 @@ def log_reasons(ev, rmin=0.0, rmax=1.0, max_slots=64) -> set:
         out.add("EMPTY_SLATE")
     if n > max_slots:
         out.add("SLATE_TOO_LONG")
+    ids = [ev.get("event_id"), ev.get("logging_policy"), ev.get("context_id")] + [x["ad_id"] for x in s]
+    if any(v is not None and len(v) > max_id_length for v in ids):       # len: characters, as both engines count
+        out.add("ID_TOO_LONG")
     props = [x["propensity"] for x in s if x["propensity"] is not None]
     if any(x["ad_id"] is None for x in s):
         out.add("NULL_AD")
@@ -197,6 +200,9 @@ def log_reasons(ev, rmin=0.0, rmax=1.0, max_slots=64) -> set:
     keys = [k for k, _ in ctx] if isinstance(ctx, (list, tuple)) else []     # a dict cannot repeat a key
     if len(set(keys)) < len(keys):
         out.add("CONTEXT_DUPLICATE_KEY")
+    entries = ctx.items() if isinstance(ctx, dict) else (ctx or [])
+    if any(v is not None and len(v) > max_id_length for kv in entries for v in kv):
+        out.add("CONTEXT_TOO_LONG")
     return out
 
 
@@ -313,8 +319,9 @@ def ref_tables(data):
 
 
 def with_bad_rows(data):
-    """The data set plus one bad row per log reason and per decision reason (and an event at 23:59:59.7 of its
-    day, which is clean). Returns (data, {reason: rows expected})."""
+    """The data set plus one bad row per log reason and per decision reason (several for ID_TOO_LONG and
+    CONTEXT_TOO_LONG: one per column), and two clean edges: an event at 23:59:59.7 of its day and one whose ids
+    and context texts are 1,000 characters of two or three bytes each. Returns (data, {reason: rows expected})."""
     import copy
 
     data = copy.deepcopy(data)
@@ -347,8 +354,22 @@ def with_bad_rows(data):
     add("REWARD_OUT_OF_RANGE", slots=[dict(slots[0], reward=2.0)] + slots[1:])
     add("MISSING_REWARD", slots=[dict(slots[0], reward=None)] + slots[1:], slate_reward=None)
     add("EVENT_TIME_UNPARSEABLE", event_time=None)
-    add("EVENT_TIME_OUTSIDE_DT", event_time=dt.datetime(day.year, day.month, day.day) + dt.timedelta(days=1,
-                                                                                                      seconds=5))
+    next_day = dt.datetime(day.year, day.month, day.day) + dt.timedelta(days=1, seconds=5)
+    bad_time = add("EVENT_TIME_OUTSIDE_DT", event_time=next_day)
+    # ids and context texts of 1,001 characters (two or three bytes each: the limit counts characters on both
+    # engines); the same lengths at 1,000 characters are valid (the row "long-but-clean")
+    add("ID_TOO_LONG", slots=[dict(slots[0], ad_id="\u00e9" * 1001)] + slots[1:])
+    add("ID_TOO_LONG", logging_policy="\u4e2d" * 1001)
+    add("ID_TOO_LONG", context_id="c" * 1001)
+    ev = add("ID_TOO_LONG")
+    ev["event_id"] = "x" * 1001
+    add("CONTEXT_TOO_LONG", context={"f": "\u00e9" * 1001})
+    add("CONTEXT_TOO_LONG", context={"\u4e2d" * 1001: "v"})
+    edge = copy.deepcopy(good)
+    edge.update(event_id="long-but-clean" + "\u4e2d" * 986, context_id="\u00e9" * 1000,
+                context={"\u00e9" * 1000: "\u4e2d" * 1000},
+                slots=[dict(slots[0], ad_id="\u4e2d" * 1000)] + slots[1:])
+    logs.append(edge)
     late = copy.deepcopy(good)
     late["event_id"] = "late-but-clean"
     late["event_time"] = dt.datetime(day.year, day.month, day.day, 23, 59, 59, 700000)
@@ -371,7 +392,10 @@ def with_bad_rows(data):
          policy_id="p_range")
     dadd("BAD_POSITION", slots=[dict(dec["slots"][0], position=0)] + dec["slots"][1:], policy_id="p_pos")
     dadd("PROBABILITY_SUM", slots=[dict(dec["slots"][0], probability=0.5)] + dec["slots"][1:], policy_id="p_sum")
+    dadd("ID_TOO_LONG", policy_id="p" * 1001)
+    dadd("ID_TOO_LONG", slots=[dict(dec["slots"][0], ad_id="\u00e9" * 1001)] + dec["slots"][1:], policy_id="p_long")
+    dadd("ID_TOO_LONG", base_policy="\u4e2d" * 1001, policy_id="p_base")
     dadd("DUPLICATE_DECISION")
     dadd("UNKNOWN_EVENT", event_id="no-such-event", policy_id="p_unknown")
-    dadd("EVENT_QUARANTINED", event_id=logs[-3]["event_id"], policy_id="p_q")   # the bad-time event
+    dadd("EVENT_QUARANTINED", event_id=bad_time["event_id"], policy_id="p_q")
     return data, expected, dexp

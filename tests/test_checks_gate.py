@@ -156,7 +156,8 @@ def test_cli_exit_codes(data_dir, tmp_path):
 
 @pytest.mark.parametrize("argv", [
     ["--max-quarantine-share", "2"], ["--max-quarantine-share", "x"], ["--checks", "a,z"],
-    ["--reward-max", "-1"], ["--from", "2026-13-01"], ["--cramers-v-max", "0"],
+    ["--reward-max", "-1"], ["--from", "2026-13-01"], ["--cramers-v-max", "0"], ["--max-id-length", "0"],
+    ["--max-id-length", "1000001"],
 ])
 def test_cli_bad_arguments_exit_2(data_dir, tmp_path, argv):
     s = data_dir / "slotted"

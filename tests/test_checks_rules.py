@@ -67,6 +67,17 @@ def _bad_logs():
         (_log(1, day=DAY2), {"DUPLICATE_EVENT_ID"}),
         # two kinds at once
         (_log(114, slots=_slate(["a1", "a1", "a3"], props=[0.0, .25, .25])), {"DUPLICATE_AD", "ZERO_PROPENSITY"}),
+        # an id, a context key or value beyond max_id_length (1,000 characters; two-byte ones count once)
+        (_log(115, slots=_slate(["a1", "\u00e9" * 1001, "a3"])), {"ID_TOO_LONG"}),
+        (_log(116, slots=_slate(["a1", "a2", "a3", "a4", "z" * 1001])), {"ID_TOO_LONG"}),    # beyond UNROLL
+        (_log(117, logging_policy="u" * 1001), {"ID_TOO_LONG"}),
+        (_log(118, context_id="c" * 1001), {"ID_TOO_LONG"}),
+        (_log(119, event_id="e" * 1001), {"ID_TOO_LONG"}),
+        (_log(120, context={"f0": "v" * 1001}), {"CONTEXT_TOO_LONG"}),
+        (_log(121, context={"f0": "a", "k" * 1001: None}), {"CONTEXT_TOO_LONG"}),
+        (_log(122, context_id="\u4e2d" * 1000, context={"\u4e2d" * 1000: "\u00e9" * 1000},
+              slots=_slate(["a1", "\u4e2d" * 1000, "a3"])), set()),                           # at the limit
+        (_log(123, context={f"k{i:02d}" + "x" * 40: "v" * 40 for i in range(30)}), set()),     # long JSON text
     ]
     clean_rows = [(_log(i, day=DAY if i % 2 else DAY2), set()) for i in range(1, 41)]
     return clean_rows + cases
@@ -93,6 +104,12 @@ def _decision_cases():
         (_dec(2, policy="p3", day=DAY), {"UNKNOWN_EVENT"}),   # e2 is logged on DAY2, not DAY
         (_dec(101, policy="p1"), {"EVENT_QUARANTINED"}),
         (_dec(7, policy="p2", slots=[]), {"EMPTY_SLOTS"}),
+        (_dec(11, policy="p" * 1001), {"ID_TOO_LONG"}),
+        (_dec(13, policy="p4", slots=[{"position": 1, "ad_id": "\u00e9" * 1001, "probability": 1.0}]),
+         {"ID_TOO_LONG"}),
+        (dict(_dec(15, policy="p5"), base_policy="b" * 1001), {"ID_TOO_LONG"}),
+        (dict(_dec(19, policy="p6"), event_id="d" * 1001), {"ID_TOO_LONG", "UNKNOWN_EVENT"}),
+        (_dec(17, policy="p7", slots=[{"position": 1, "ad_id": "\u4e2d" * 1000, "probability": 1.0}]), set()),
     ]
     return cases
 

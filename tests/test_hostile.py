@@ -328,22 +328,23 @@ def test_context_keys_one_row_invents_cost_group_bys_not_a_loop():
 
 # ---- 4. bounded echo ---------------------------------------------------------------------------------------------
 def test_echo_is_bounded_and_control_characters_escaped(tmp_path, capsys):
-    """A 1 MiB ad id in a failing check's message, NUL and ESC in ids: stderr, stdout, result.json and report.html
-    hold a few hundred characters of the id with its length, and \\x00 instead of NUL."""
-    big = "B" * (1 << 20)
+    """A 1,000,000-character ad id (valid under --max-id-length 1000000; by default it is quarantined as
+    ID_TOO_LONG) in a failing check's message, NUL and ESC in ids: stderr, stdout, result.json and report.html hold
+    a few hundred characters of the id with its length, and \\x00 instead of NUL."""
+    big = "B" * 1_000_000
     data = tmp_path / "data"
     build(data, policies=("det", "pol\x00icy\x1b[31m"),
           target_ad=lambda p, k, e: big if (p != "det" and k == 1 and e < 40) else f"a{k}_0")
     out = tmp_path / "val"
     code = main(["validate", "--logs", str(data / "logs"), "--decisions", str(data / "decisions"), "--checks", "c",
-                 "--out", str(out), "--no-great-expectations"])
+                 "--out", str(out), "--no-great-expectations", "--max-id-length", "1000000"])
     captured = capsys.readouterr()
     assert code == 3
-    assert f"[cut: {1 << 20}" in captured.err and len(captured.err) < 20_000
+    assert "[cut: 1000000" in captured.err and len(captured.err) < 20_000
     raw = (out / "result.json").read_bytes()
     assert len(raw) < 100_000 and b"\x00" not in raw and b"\x1b" not in raw and b"pol\\\\x00icy" in raw
     assert main(["evaluate", "--logs", str(data / "logs"), "--decisions", str(data / "decisions"), "--estimators",
-                 "ips", "--gate", "off", "--out", str(tmp_path / "ev")]) == 0
+                 "ips", "--gate", "off", "--out", str(tmp_path / "ev"), "--max-id-length", "1000000"]) == 0
     assert main(["report", "--out", str(tmp_path / "rep"), "--estimates", str(tmp_path / "ev")]) == 0
     captured = capsys.readouterr()
     for text in (captured.out, captured.err):

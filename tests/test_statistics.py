@@ -206,7 +206,7 @@ def test_a_row_beyond_the_widest_wide_position_equals_reference(monkeypatch):
     ev["slots"] += [{"position": p, "ad_id": f"far{p}", "propensity": 0.5, "reward": float(p % 3 == 0)}
                     for p in range(62, 71)]
     assert max(s["position"] for s in ev["slots"]) == 70 > scan.WIDE_MAX
-    monkeypatch.setattr(reference.log_reasons, "__defaults__", (0.0, 1.0, 1000))
+    monkeypatch.setattr(reference.log_reasons, "__defaults__", (0.0, 1.0, 1000, 1000))
     seen, real = [], scan.wide_positions
     monkeypatch.setattr(scan, "wide_positions", lambda prof, K: seen.append(real(prof, K)) or seen[-1])
     stats = run_window(*arrow_tables(data), config=StatsConfig(rules=RuleConfig(max_slots=1000)))

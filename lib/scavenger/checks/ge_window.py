@@ -72,7 +72,8 @@ def run_window_suites(window, inputs, gate, docs_dir: str | None) -> list[dict]:
 
     runner = G.GERunner(docs_dir)
     params = {"reward_min": gate.rules.reward_min, "reward_max": gate.rules.reward_max,
-              "sum_tolerance": gate.rules.sum_tolerance, "max_quarantine_share": gate.max_quarantine_share}
+              "sum_tolerance": gate.rules.sum_tolerance, "max_quarantine_share": gate.max_quarantine_share,
+              "max_id_length": gate.rules.max_id_length}
     rows = []
     for name, source, counts in ((LOGS, inputs.logs, "log_counts"), (DECISIONS, inputs.decisions, "decision_counts")):
         if source is None:

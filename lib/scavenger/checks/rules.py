@@ -10,6 +10,10 @@ that need them, and are quarantined only on request (``quarantine_null_propensit
 Reason codes (impression logs)
   NULL_EVENT_ID, NULL_LOGGING_POLICY, NULL_DT, EMPTY_SLATE, NULL_AD
   SLATE_TOO_LONG      more slots than ``max_slots`` (default 64): no single row sets the cost of a job
+  ID_TOO_LONG         event_id, logging_policy, context_id or an ad_id longer than ``max_id_length`` characters
+                      (default 1,000): an id is a group-by and join key, a slate key's part and a learner's token,
+                      so one 10 MB id made every table that holds it 10 MB wide (evaluate 3 -> 9 s, train out of
+                      memory)
   NULL_PROPENSITY     a slot without a logged propensity (only with ``quarantine_null_propensity``)
   ZERO_PROPENSITY     propensity <= 0, or below 2.2250738585072014e-308, the smallest normal double, whose 1/mu
                       overflows (no importance weight exists; seed 002 needs mu_k > 0)
@@ -29,8 +33,11 @@ Reason codes (impression logs)
   CONTEXT_DUPLICATE_KEY   the context map holds a key twice (a Parquet map may; no engine can use it: DuckDB
                       refuses such a map, Spark would count both values): the quarantined row's context is null,
                       its other columns as read
+  CONTEXT_TOO_LONG    a context key or value longer than ``max_id_length`` characters: check a's features and
+                      values and the learners' tokens (its own code: the features, not the ids, are what to fix)
 Reason codes (decisions)
   NULL_POLICY_ID, NULL_EVENT_ID, NULL_DT, EMPTY_SLOTS, NULL_AD
+  ID_TOO_LONG               policy_id, event_id, base_policy or an ad_id longer than ``max_id_length`` characters
   PROBABILITY_OUT_OF_RANGE  a probability null, NaN or outside [0, 1]
   BAD_POSITION              a position null, < 1 or > ``max_slots``
   PROBABILITY_SUM           per position the probabilities do not sum to 1 within ``sum_tolerance``
@@ -47,14 +54,14 @@ MAX_DOUBLE = "1.7976931348623157E308"   # |x| > this: x is +-inf
 MIN_NORMAL = "2.2250738585072014E-308"  # 0 < x < this: x is subnormal, 1/x overflows to inf
 
 LOG_REASONS = [
-    "NULL_EVENT_ID", "NULL_LOGGING_POLICY", "NULL_DT", "EMPTY_SLATE", "SLATE_TOO_LONG", "NULL_AD",
+    "NULL_EVENT_ID", "NULL_LOGGING_POLICY", "NULL_DT", "EMPTY_SLATE", "SLATE_TOO_LONG", "ID_TOO_LONG", "NULL_AD",
     "NULL_PROPENSITY", "ZERO_PROPENSITY", "PROPENSITY_GT_1",
     "DUPLICATE_EVENT_ID", "DUPLICATE_AD", "DUPLICATE_POSITION", "POSITION_GAP",
     "REWARD_NOT_FINITE", "REWARD_OUT_OF_RANGE", "MISSING_REWARD",
-    "EVENT_TIME_UNPARSEABLE", "EVENT_TIME_OUTSIDE_DT", "CONTEXT_DUPLICATE_KEY",
+    "EVENT_TIME_UNPARSEABLE", "EVENT_TIME_OUTSIDE_DT", "CONTEXT_DUPLICATE_KEY", "CONTEXT_TOO_LONG",
 ]
 DECISION_REASONS = [
-    "NULL_POLICY_ID", "NULL_EVENT_ID", "NULL_DT", "EMPTY_SLOTS", "NULL_AD",
+    "NULL_POLICY_ID", "NULL_EVENT_ID", "NULL_DT", "EMPTY_SLOTS", "ID_TOO_LONG", "NULL_AD",
     "PROBABILITY_OUT_OF_RANGE", "BAD_POSITION", "PROBABILITY_SUM",
     "DUPLICATE_DECISION", "UNKNOWN_EVENT", "EVENT_QUARANTINED",
 ]
@@ -75,10 +82,13 @@ class RuleConfig:
     sum_tolerance: float = 1e-6           # decisions: |sum_a pi_k(a|x) - 1| per position
     require_full_slates: bool = False     # True: positions must be exactly 1..K in every row
     max_slots: int = 64                   # longest slate (and largest position) a row may have
+    max_id_length: int = 1000             # longest id, context key or value (characters; ID_TOO_LONG)
 
     def __post_init__(self):
         if self.duplicates not in ("keep_first", "quarantine_all"):
             raise ValueError(f"duplicates must be keep_first or quarantine_all, got {self.duplicates!r}")
+        if isinstance(self.max_id_length, bool) or not isinstance(self.max_id_length, int) or self.max_id_length < 1:
+            raise ValueError(f"max_id_length must be a whole number >= 1, got {self.max_id_length!r}")
 
     @property
     def allow_partial_slates(self) -> bool:   # the flag of earlier versions, kept for callers
@@ -150,6 +160,33 @@ def _key_repeats(m: str = "context") -> str:
             f"ELSE size(array_distinct({keys})) < size({keys}) END")
 
 
+LOG_IDS = ("event_id", "logging_policy", "context_id")          # ID_TOO_LONG's columns beside the slots' ad_id
+DECISION_IDS = ("policy_id", "event_id", "base_policy")
+
+
+def _ids_too_long(columns: tuple, n: int) -> str:
+    """Some id of the row (``columns``, or a slot's ad_id) is longer than n characters (ID_TOO_LONG). ``length``
+    counts characters (code points) on both engines: an id of 1,000 three-byte characters is as valid as one of
+    ASCII, and both engines set aside the same rows."""
+    return " OR ".join([f"length({c}) > {n}" for c in columns] + [f"({slot_any('slots', f'length(s.ad_id) > {n}')})"])
+
+
+def _context_too_long(n: int, text: str = "context_json") -> str:
+    """Some key or value of the context map is longer than n characters (CONTEXT_TOO_LONG). The map's JSON ``text``
+    (which the pass writes anyway) holds every key and value, none shorter for its escapes, so a text of at most n
+    characters (nearly every row) settles it without a lambda over the map."""
+    longest = " OR ".join(f"coalesce(array_max(transform(map_{part}(context), x -> length(x))) > {n}, false)"
+                          for part in ("keys", "values"))
+    return f"CASE WHEN context IS NULL OR length({text}) <= {n} THEN false ELSE {longest} END"
+
+
+def length_rules(cfg: RuleConfig, text: str = "context_json") -> list[tuple[str, str]]:
+    """ID_TOO_LONG and CONTEXT_TOO_LONG of the logs, as in :func:`log_rules` (train sets such rows aside by the
+    same expressions); ``text``: the context's JSON text (a column, or ``to_json(context)``)."""
+    n = int(cfg.max_id_length)
+    return [("ID_TOO_LONG", _ids_too_long(LOG_IDS, n)), ("CONTEXT_TOO_LONG", _context_too_long(n, text))]
+
+
 def _repeats(field: str) -> str:
     """Some non-null value of the slots' ``field`` occurs twice. Slates of up to PAIRWISE_MAX slots (nearly all) compare
     their pairs directly, which costs a few comparisons per row; longer ones compare distinct values. Nulls are left
@@ -185,6 +222,7 @@ def log_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
         ("NULL_DT", "dt IS NULL"),
         ("EMPTY_SLATE", "slots IS NULL OR size(slots) = 0"),
         ("SLATE_TOO_LONG", f"size(slots) > {k}"),
+        length_rules(cfg)[0],
         ("NULL_AD", slot_any("slots", "s.ad_id IS NULL")),
         ("NULL_PROPENSITY", slot_any("slots", "s.propensity IS NULL") if cfg.quarantine_null_propensity else "false"),
         ("ZERO_PROPENSITY", f"{slot_extreme('min', 'slots', 's.propensity')} < {MIN_NORMAL}D"),
@@ -202,6 +240,7 @@ def log_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
         ("EVENT_TIME_OUTSIDE_DT", "event_time IS NOT NULL AND dt IS NOT NULL "
                                   "AND floor(unix_seconds(event_time) / 86400) <> unix_date(dt)"),
         ("CONTEXT_DUPLICATE_KEY", _key_repeats()),
+        length_rules(cfg)[1],
     ]
     assert [c for c, _ in rules] == [c for c in LOG_REASONS if c not in LOG_KEYED]
     return rules
@@ -221,6 +260,7 @@ def decision_rules(cfg: RuleConfig) -> list[tuple[str, str]]:
         ("NULL_EVENT_ID", "event_id IS NULL"),
         ("NULL_DT", "dt IS NULL"),
         ("EMPTY_SLOTS", "slots IS NULL OR size(slots) = 0"),
+        ("ID_TOO_LONG", _ids_too_long(DECISION_IDS, int(cfg.max_id_length))),
         ("NULL_AD", slot_any("slots", "s.ad_id IS NULL")),
         ("PROBABILITY_OUT_OF_RANGE", slot_any("slots", "s.probability IS NULL OR isnan(s.probability) "
                                                    "OR s.probability < 0 OR s.probability > 1")),

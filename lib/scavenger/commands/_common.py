@@ -8,8 +8,8 @@ import dataclasses
 import math
 
 from ..errors import UsageError
-from .checks import (MAX_SEED, check_adc_option, check_days_fit, check_job_paths, check_out,  # noqa: F401
-                     check_out_outside_inputs, check_text_args, finite_number, parse_seed)
+from .checks import (MAX_SEED, check_adc_option, check_days_fit, check_id_length, check_job_paths,  # noqa: F401
+                     check_out, check_out_outside_inputs, check_text_args, finite_number, parse_seed)
 
 CALIBRATION_SCOPE_HELP = (
     "check e: scope within which logged propensities are compared with observed frequencies. auto (default): per "
@@ -72,6 +72,10 @@ def add_gate_arguments(parser) -> None:
                         "every day of the window and the statistics store")
     g.add_argument("--max-slots", type=int, default=64,
                    help="longest slate (and largest position) a row may have; longer rows are quarantined")
+    g.add_argument("--max-id-length", type=int, default=1000,
+                   help="longest id (event, policy, context, ad) and context key or value a row may hold, in "
+                        "characters (default 1000); rows with a longer one are quarantined (ID_TOO_LONG, "
+                        "CONTEXT_TOO_LONG)")
     g.add_argument("--require-full-slates", action="store_true",
                    help="quarantine rows that do not hold every position 1..K (default: a row contributes "
                         "through the slots it holds)")
@@ -101,13 +105,15 @@ def gate_config(args):
         raise UsageError(f"--cramers-v-max expects a number in (0, 1], got {args.cramers_v_max}")
     if not 1 <= args.max_slots <= 4096:
         raise UsageError(f"--max-slots must be in 1..4096, got {args.max_slots}")
+    check_id_length(args.max_id_length)
     try:
         A.parse_calibration_scope(args.calibration_scope)
     except ValueError as exc:
         raise UsageError(f"--calibration-scope: {exc}") from None
     rules = RuleConfig(reward_min=args.reward_min, reward_max=args.reward_max,
                        quarantine_null_propensity=args.quarantine_null_propensity, duplicates=args.duplicates,
-                       require_full_slates=args.require_full_slates, max_slots=args.max_slots)
+                       require_full_slates=args.require_full_slates, max_slots=args.max_slots,
+                       max_id_length=args.max_id_length)
     assumptions = dataclasses.replace(A.AssumptionConfig(), cramers_v_max=args.cramers_v_max,
                                       calibration_scope=args.calibration_scope)
     return GateConfig(rules=rules, assumptions=assumptions, max_quarantine_share=args.max_quarantine_share,

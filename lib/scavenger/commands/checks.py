@@ -143,6 +143,16 @@ def parse_seed(value, flag: str = "--seed") -> int:
     return seed
 
 
+MAX_ID_LENGTH = 1_000_000   # --max-id-length at most this: a limit is there to bound a row's cost
+
+
+def check_id_length(value) -> int:
+    """--max-id-length as a whole number in 1..MAX_ID_LENGTH (UsageError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID_LENGTH:
+        raise UsageError(f"--max-id-length must be a whole number in 1..{MAX_ID_LENGTH:,}; got {value!r}")
+    return value
+
+
 def check_days_fit(start, days: int, flag: str = "--days") -> None:
     """The last day of ``days`` days from ``start`` (a date or YYYY-MM-DD) is a date (at most 9999-12-31)."""
     import datetime as _dt

@@ -24,14 +24,15 @@ from .sql import logs as L
 from .sql import tables as T
 from .tables import split_factored, split_policy_groups
 
-STATS_VERSION = 10   # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
+STATS_VERSION = 11  # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
 #                     factored sums and extra positions (wide columns for the positions most rows hold);
 #                     6: CONTEXT_DUPLICATE_KEY in log_counts; m_r, impressions with a known slot reward
 #                     (ad_position, policy_ads; m_boot counts them); 7: n_short in policy_events; nanosecond
 #                     and text event times read alike on both engines (rows clean on one engine only before);
 #                     8: event_ids' id_hash a BIGINT (the hex text before); 9: stochastic re-orderings of
 #                     the logged slate in n_reorder and reorder_pairs; 10: policy_events' n_partial against the
-#                     row's own day's K, with k_held
+#                     row's own day's K, with k_held; 11: ID_TOO_LONG,
+#                     CONTEXT_TOO_LONG in log_counts and decision_counts
 WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
 WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it,
 WIDE_ROWS = 100      # and at least 100 of them (a wide column costs the statements K^2 moment sums: one row of
@@ -188,7 +189,7 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     out += [T.pair_cells(Kw), T.pair_strata()] if "pair_strata" in wanted else []
     out += [L.event_ids()]
     if decisions:
-        out += [D.policy_count(), D.decision_policies(), D.qkeys(), D.duplicate_decision_hashes(),
+        out += [D.policy_count(), D.decision_policies(config.rules), D.qkeys(), D.duplicate_decision_hashes(),
                 D.duplicate_decisions(), D.joined(config.rules, K, Kw, _rewards(wanted)),
                 D.decision_counts(Kw, config.rules), DT.policy_groups(held, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
@@ -252,7 +253,7 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
     if policies > config.max_policies:
         raise UsageError(f"the decisions hold {policies} target policies, more than the limit of "
                          f"{config.max_policies}: choose some with --policies (or raise --max-policies)")
-    tables["decision_policies"] = engine.fetch(D.decision_policies(), "decision_policies")
+    tables["decision_policies"] = engine.fetch(D.decision_policies(cfg), "decision_policies")
     engine.materialize("scv_qkeys", D.qkeys())
     engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
     engine.materialize("scv_dup_dec", D.duplicate_decisions())

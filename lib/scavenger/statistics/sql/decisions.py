@@ -221,9 +221,10 @@ def policy_count() -> str:
     return "SELECT count(DISTINCT policy_id) AS policies FROM scv_dec"
 
 
-def decision_policies() -> str:
+def decision_policies(cfg: RuleConfig = RuleConfig()) -> str:
     """(dt, policy_id): the decision rows read per target policy, before any join (quarantined ones included):
     which policies have no clean decision at all (every event they decide quarantined), so that they are reported,
-    not silently missing. Fetched once :func:`policy_count` is within the limit."""
+    not silently missing. Fetched once :func:`policy_count` is within the limit. A policy id longer than
+    ``max_id_length`` is no policy to report: its rows are quarantined as ID_TOO_LONG and counted there."""
     return ("SELECT dt, policy_id, CAST(count(1) AS BIGINT) AS rows FROM scv_dec WHERE policy_id IS NOT NULL "
-            "GROUP BY dt, policy_id")
+            f"AND length(policy_id) <= {int(cfg.max_id_length)} GROUP BY dt, policy_id")

@@ -34,14 +34,15 @@ def events(cfg: RuleConfig) -> str:
     scv_events reads the flags back).
     The context map is kept as its JSON text, ``context_json`` (one-to-one with the map; CONTEXT_MAP reads it
     back): check a's cells group by that text, and a map costs more to hold than the text costs to write (DuckDB,
-    4M events: 0.4 s to hold the maps, the text written once instead of in the cells' statement)."""
-    columns = CONTRACT_COLUMNS.replace("context,", "to_json(context) AS context_json,")
+    4M events: 0.4 s to hold the maps, the text written once instead of in the cells' statement); CONTEXT_TOO_LONG
+    reads its length first (checks.rules.length_rules)."""
+    columns = CONTRACT_COLUMNS.replace("context,", "context_json,")
     return f"""
 SELECT {columns}, _rid, n_slots, {ID_HASH} AS id_hash,
   CASE WHEN instr('13579bdf', substr(h, 16, 1)) > 0 THEN 1 ELSE 0 END AS fold,
   {reason_mask(log_rules(cfg))} AS reasons
 FROM (SELECT scv_logs.*, md5(coalesce(event_id, '')) AS h, coalesce(size(slots), 0) AS n_slots, {element_columns()},
-        {key_columns()}
+        {key_columns()}, to_json(context) AS context_json
       FROM scv_logs) l"""
 
 
