@@ -79,3 +79,35 @@ def test_a_10_mb_id_is_quarantined_and_goes_no_further(tmp_path, capsys):
     assert null[1]["counts"]["logs"]["by_reason"] == {"NULL_AD": 1}
     assert big[1]["counts"]["logs"]["rows_quarantined"] == null[1]["counts"]["logs"]["rows_quarantined"] == 1
 
+
+def test_train_leaves_rows_holding_a_10_mb_id_out(tmp_path):
+    """A training row whose ad_id is 10 MB and a scoring row whose context value is 10 MB are left out of train and
+    counted (train_rows_too_long, score_rows_too_long, a warning): the models decide as without those rows (before:
+    the ad crossed with every context token ran train out of memory after 89 s)."""
+    import pyarrow as pa
+
+    from scavenger.contract import arrow_schema
+    from test_train_edges import _logs, _train
+
+    logs = _logs(tmp_path / "base", {"A": 0.5, "B": 0.3, "C": 0.2}, per_day=100)
+    schema = arrow_schema("impression_log", nullable=True)
+    schema = schema.remove(schema.get_field_index("dt"))       # the day is the directory's
+    rows = pq.read_table(f"{logs}/dt=2026-01-01").to_pylist()
+    train_row = dict(rows[0], event_id="hostile-train", slots=[dict(rows[0]["slots"][0], ad_id=BIG)])
+    score_row = dict(rows[0], event_id="hostile-score", context=[("f", BIG)])
+    hostile = tmp_path / "hostile" / "logs"
+    for day, row in (("2026-01-01", train_row), ("2026-01-03", score_row)):
+        (hostile / f"dt={day}").mkdir(parents=True)
+        pq.write_table(pq.read_table(f"{logs}/dt={day}/part-0.parquet"), hostile / f"dt={day}" / "part-0.parquet")
+        pq.write_table(pa.Table.from_pylist([row], schema=schema), hostile / f"dt={day}" / "part-1.parquet")
+    (hostile / "dt=2026-01-02").symlink_to(f"{logs}/dt=2026-01-02")
+    summary = _train(str(hostile), tmp_path / "out")
+    base = _train(logs, tmp_path / "out0")
+    assert (summary["counts"]["train_rows_too_long"], summary["counts"]["score_rows_too_long"]) == (1, 1)
+    assert summary["counts"]["train_events"] == base["counts"]["train_events"] == 200
+    assert any("longer than 1000 characters and were left out" in w for w in summary["warnings"])
+    got, want = (pd.read_parquet(tmp_path / o / "decisions").sort_values(["policy_id", "event_id"])
+                 for o in ("out", "out0"))
+    assert len(got) == len(want) == 2 * 100
+    assert got["event_id"].tolist() == want["event_id"].tolist()
+    assert [list(map(dict, s)) for s in got["slots"]] == [list(map(dict, s)) for s in want["slots"]]

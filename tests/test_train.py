@@ -432,6 +432,7 @@ def test_cli_max_pair_keys_flag(small_world, tmp_path):
 
     logs = os.path.join(small_world["gen"], "logs")
     assert main(_train_args(logs, tmp_path / "o", "--max-pair-keys", "0")) == 2
+    assert main(_train_args(logs, tmp_path / "o", "--max-id-length", "0")) == 2
     for bad in ("inf", "nan", "-1"):        # inf reached the Newton solver: exit 1
         assert main(_train_args(logs, tmp_path / "o", "--reg-param", bad)) == 2
     assert main(_train_args(logs, tmp_path / "o", "--m", "100000")) == 3   # more than the ads: exit 1 after fitting

@@ -223,19 +223,20 @@ def train(logs, *, date_from, date_to, score_from, score_to, out: str, method: s
           adc: str = "estimate", adc_method: str = "heuristic", eligibility: str | None = None, seed: int = 0,
           interactions: str = "2", reg_param: float = 1e-4, max_iter: int = 25, truth: str | None = "auto",
           estimate: bool = True, dedup: str = "random", engine: str = "auto",
-          gate: str = "enforce") -> TrainResult:
+          gate: str = "enforce", max_id_length: int = 1000) -> TrainResult:
     """Learn m-ad policies on one window and write their decisions for a later one (seed 000): the regression
     reduction (Poisson GLM of clicks with offset log C_i; the m best eligible ads by g) and the cost-sensitive
     reduction (Set Select Train/Test), the same code as ``scavenger train``; the same models and decisions on
     DuckDB and Spark. ``gate``: the estimate's, evaluate's (enforce: an estimate whose check failed is left out,
-    ``summary['warnings']`` says why; report: kept, its checks column and ``summary['notes']`` mark it)."""
+    ``summary['warnings']`` says why; report: kept, its checks column and ``summary['notes']`` mark it).
+    ``max_id_length``: rows holding a longer id, context key or value are left out and counted."""
     from .engines import choose, open_engine
     from .policies.train import TrainConfig, prepare, run_training
 
     cfg = TrainConfig(logs=logs, date_from=date_from, date_to=date_to, score_from=score_from, score_to=score_to,
                       out=out, method=method, m=m, adc=adc, adc_method=adc_method, eligibility=eligibility, seed=seed,
                       interactions=interactions, reg_param=reg_param, max_iter=max_iter, truth=truth,
-                      estimate=estimate, dedup=dedup, gate=gate)
+                      estimate=estimate, dedup=dedup, gate=gate, max_id_length=max_id_length)
     inputs = prepare(cfg)
     name, why = choose(engine, inputs.all())
     spark = next((s.obj.sparkSession for s in inputs.all() if s.kind == "spark"), None)

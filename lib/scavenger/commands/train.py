@@ -42,6 +42,10 @@ def add_arguments(parser) -> None:
                         help="the factored estimate's data gate, evaluate's (checks a, b): enforce (default) "
                              "refuses an estimate whose check failed (no number; the decisions are still written), "
                              "report prints it marked, off runs no checks")
+    parser.add_argument("--max-id-length", type=int, default=1000,
+                        help="rows holding an id (event, policy, context, ad), a context key or value longer than "
+                             "this many characters are left out of training and scoring and counted (default "
+                             "1000; evaluate quarantines them as ID_TOO_LONG, CONTEXT_TOO_LONG)")
     parser.add_argument("--engine", default="auto", choices=("auto", "duckdb", "spark"),
                         help="auto (default): DuckDB for local Parquet, Spark for tables, remote URIs, SPARK_REMOTE or "
                              "spark-submit; duckdb; spark")
@@ -61,7 +65,8 @@ def prepare(args, ctx):
                       interactions=args.interactions,
                       max_pair_keys=PAIR_KEYS if args.max_pair_keys is None else args.max_pair_keys,
                       reg_param=args.reg_param, max_iter=args.max_iter, truth=args.truth,
-                      estimate=not args.no_estimate, dedup=args.dedup, gate=args.gate)
+                      estimate=not args.no_estimate, dedup=args.dedup, gate=args.gate,
+                      max_id_length=args.max_id_length)
     inputs = describe(cfg)
     from ..policies.features import is_adc_table, parse_adc_numbers
     from .checks import check_adc_option

@@ -185,18 +185,22 @@ def _table_vector(table, spec: str, method: str) -> tuple[np.ndarray, str]:
     return np.asarray(adc_vector(sub, method), dtype=float), method
 
 
-def resolve_adc(engine, spec: str, inputs, method: str = "heuristic") -> tuple[np.ndarray, str]:
+def resolve_adc(engine, spec: str, inputs, method: str = "heuristic", rules=None) -> tuple[np.ndarray, str]:
     """(C_1..C_K, source) from numbers, a stored ADC table (``scavenger adc`` output: position, method,
     coefficient), or 'estimate': the alpha-weighted ADCs of the training window (``inputs``: pipelines.common
     Inputs of that window), through the statistics pass and ``estimate.resolve_adc`` as ``evaluate`` does.
-    Logs (or a table) that cannot identify the ADCs are a data condition: DataCheckFailed (exit 3)."""
+    Logs (or a table) that cannot identify the ADCs are a data condition: DataCheckFailed (exit 3). ``rules``: the
+    row rules of that pass (checks.rules.RuleConfig; default: the contract's)."""
     from .. import estimate as E
 
     if spec in (None, "", "estimate"):
         from ..pipelines.common import GateConfig, run_window
-        from ..statistics.scan import ScanPlan
+        from ..checks.rules import RuleConfig
+        from ..statistics.scan import ScanPlan, StatsConfig
 
-        window = run_window(engine, inputs, (), ScanPlan(False, False, False), GateConfig(mode="off"))
+        rules = rules or RuleConfig()
+        window = run_window(engine, inputs, (), ScanPlan(False, False, False), GateConfig(rules=rules, mode="off"),
+                            StatsConfig(rules=rules))
         ctx = E.Context(options=SimpleNamespace(adc="estimate", adc_method=method, level=0.95, dcg_base=2.0))
         E.resolve_adc(window.stats, ctx)
         if ctx.C is None:

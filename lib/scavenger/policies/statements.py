@@ -78,6 +78,20 @@ def singles_sql() -> str:
     return f"transform(array_sort(map_entries(context)), e -> {entry_sql('e')})"
 
 
+def length_flagged(relation: str, rules) -> str:
+    """The contract's columns of the conformed logs ``relation`` and ``too_long``: the row holds an id, a context
+    key or a value longer than ``rules.max_id_length`` (checks.rules.length_rules: what the evaluate pass
+    quarantines as ID_TOO_LONG or CONTEXT_TOO_LONG). Train leaves such rows out and counts them: one 10 MB ad id
+    crossed with every context token ran it out of memory."""
+    from ..checks.rules import element_columns, length_rules
+    from ..statistics.sql.logs import CONTRACT_COLUMNS
+
+    too_long = " OR ".join(f"coalesce({expr}, false)" for _, expr in length_rules(rules, "to_json(context)"))
+    return f"""
+SELECT {CONTRACT_COLUMNS}, {too_long} AS too_long
+FROM (SELECT {relation}.*, {element_columns()} FROM {relation}) l"""
+
+
 def coef_case(adc: np.ndarray, position: str = "position") -> str:
     """C_position as a CASE over the ADC vector (NULL for a position without an ADC)."""
     whens = " ".join(f"WHEN {i} THEN {double(c)}" for i, c in enumerate(adc, start=1))

@@ -42,17 +42,29 @@ class Scoring:
     level: str | None          # eligibility level, or None
     n_events: int
     capped: tuple = (0, 0)     # (rows, contexts) whose pair tokens were capped (features.capped_rows)
+    too_long: int = 0          # rows left out for an id, context key or value beyond --max-id-length
     scores: dict = field(default_factory=dict)   # policy_id -> score frame (regression)
+
+
+def read_within_limits(engine, name: str, logs, window: set, cfg) -> int:
+    """Relation ``name``: the conformed logs of the days ``window``, less the rows holding an id, a context key or
+    value longer than --max-id-length (statements.length_flagged); returns how many rows were left out."""
+    engine.read(f"{name}_in", logs, load_contract(LOGS), window)
+    engine.view(f"{name}_flagged", S.length_flagged(f"{name}_in", cfg.rules()))
+    engine.view(name, f"SELECT * FROM {name}_flagged WHERE NOT too_long")
+    n = engine.fetch(f"SELECT CAST(count(1) AS BIGINT) AS n FROM {name}_flagged WHERE too_long", f"{name}_too_long")
+    return int(n["n"].iloc[0] or 0)
 
 
 def training_data(engine, cfg, logs, C: np.ndarray) -> Training:
     """Training rows of the window as statistics (statements.aggregate) and the training contexts' tokens."""
     f, t = _dt.date.fromisoformat(cfg.date_from), _dt.date.fromisoformat(cfg.date_to)
-    engine.read("tr_logs", logs, load_contract(LOGS), days(f, t))
+    too_long = read_within_limits(engine, "tr_logs", logs, days(f, t), cfg)
     engine.view("tr_slots", S.slot_rows(C))
     c = engine.fetch(S.slot_counts(), "train_counts").iloc[0]
     read = {"train_events": int(c["events"] or 0), "train_slots": int(c["slots"] or 0),
-            "train_slots_without_adc": int(c["no_adc"] or 0), "train_slots_null_reward": int(c["null_reward"] or 0)}
+            "train_slots_without_adc": int(c["no_adc"] or 0), "train_slots_null_reward": int(c["null_reward"] or 0),
+            "train_rows_too_long": too_long}
     if not read["train_events"]:
         raise DataCheckFailed(f"no training events in {logs.name} for {cfg.date_from}..{cfg.date_to}", counts=read)
     agg = aggregated(engine.fetch(S.aggregate(), "train_statistics"))
@@ -60,7 +72,7 @@ def training_data(engine, cfg, logs, C: np.ndarray) -> Training:
         raise DataCheckFailed(f"no usable training slot (a position with an ADC and a reward) in {cfg.date_from}.."
                               f"{cfg.date_to}", counts={**read, "train_slots_used": 0})
     contexts = engine.fetch(S.contexts("tr_logs"), "train_contexts")
-    counts = {"train_events": int(c["events"]), "train_slots": int(c["slots"]),
+    counts = {"train_events": int(c["events"]), "train_slots": int(c["slots"]), "train_rows_too_long": too_long,
               "train_slots_used": int(agg["n"].sum()), "train_clicks": float(agg["s_r"].sum()),
               "train_slots_without_adc": int(c["no_adc"] or 0),
               "train_slots_null_reward": int(c["null_reward"] or 0),
@@ -79,7 +91,7 @@ def training_data(engine, cfg, logs, C: np.ndarray) -> Training:
 def scoring_window(engine, cfg, logs, eligibility, data: Training) -> Scoring:
     """Relations tr_sc_logs, tr_sc_events, tr_ads, tr_cands (and tr_elig); the scoring contexts and ads."""
     f, t = _dt.date.fromisoformat(cfg.score_from), _dt.date.fromisoformat(cfg.score_to)
-    engine.read("tr_sc_logs", logs, load_contract(LOGS), days(f, t))
+    too_long = read_within_limits(engine, "tr_sc_logs", logs, days(f, t), cfg)
     engine.materialize("tr_sc_events", S.score_events())
     n_events = int(engine.fetch("SELECT CAST(count(1) AS BIGINT) AS n FROM tr_sc_events", "score_events")["n"].iloc[0])
     if not n_events:
@@ -104,7 +116,7 @@ def scoring_window(engine, cfg, logs, eligibility, data: Training) -> Scoring:
                               f"lower --m to at most {len(ads)}")
     engine.register_frame("tr_ads", ads[["ad_id"]])
     engine.materialize("tr_cands", el.candidates("tr_sc_events", "tr_ads", "tr_elig" if level else None, level))
-    return Scoring(contexts, ads, level, n_events, capped)
+    return Scoring(contexts, ads, level, n_events, capped, too_long)
 
 
 def policy_id(name: str, cfg) -> str:

@@ -46,7 +46,14 @@ class TrainConfig:
     estimate: bool = True             # factored estimate of every learned policy on the scoring window
     dedup: str = "random"             # cost-sensitive duplicates: random | next_best | both (two policies)
     gate: str = "enforce"             # the estimate's data gate, evaluate's: enforce refuses, report marks, off
+    max_id_length: int = 1000         # rows holding a longer id, context key or value are left out (ID_TOO_LONG)
     extra: dict = field(default_factory=dict)
+
+    def rules(self):
+        """The row rules of the estimate's gate and of the rows left out (checks.rules.RuleConfig)."""
+        from ..checks.rules import RuleConfig
+
+        return RuleConfig(max_id_length=self.max_id_length)
 
     def methods(self) -> list[str]:
         if self.method == "both":
@@ -80,6 +87,9 @@ class TrainConfig:
         self.max_pair_keys = fe.check_pair_keys(self.max_pair_keys)
         if self.adc in (None, "", "estimate") and self.adc_method not in ADC_METHODS:
             raise UsageError(f"--adc-method must be one of {', '.join(ADC_METHODS)}; got {self.adc_method!r}")
+        from ..commands.checks import check_id_length
+
+        check_id_length(self.max_id_length)
         if not 0 <= self.reg_param < float("inf") or int(self.max_iter) < 1:
             raise UsageError("--reg-param must be a finite number >= 0 and --max-iter >= 1")
 
@@ -128,13 +138,14 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
     """Train, decide, write, judge; returns the summary dict (also filled into ``result`` when given)."""
     inputs = inputs or prepare(cfg)
     truth_dir = _truth_dir(cfg)
-    C, adc_source = fe.resolve_adc(engine, cfg.adc, inputs.training(cfg), cfg.adc_method)
+    C, adc_source = fe.resolve_adc(engine, cfg.adc, inputs.training(cfg), cfg.adc_method, cfg.rules())
     data = steps.training_data(engine, cfg, inputs.logs, C)
     if result is not None:
         result.counts.update(data.counts)   # a later step that stops the job (exit 3) leaves these in result.json
     sc = steps.scoring_window(engine, cfg, inputs.logs, inputs.eligibility, data)
     counts = {**data.counts, "score_events": sc.n_events, "score_contexts": int(len(sc.contexts)),
               "score_rows_pairs_capped": int(sc.capped[0]), "score_contexts_pairs_capped": int(sc.capped[1]),
+              "score_rows_too_long": int(sc.too_long),
               "eligible_ads_unseen_in_training": int((~sc.ads["known"].astype(bool)).sum())}
     if result is not None:
         result.counts.update(counts)
@@ -154,6 +165,7 @@ def run_training(engine, cfg: TrainConfig, result=None, inputs: TrainInputs | No
                "max_pair_keys": int(cfg.max_pair_keys),
                "eligibility": {"source": cfg.eligibility, "level": sc.level}, **written}
     capped = _capped_warning(cfg, counts)
+    skipped += _too_long_warning(cfg, counts)
     if int(cfg.m) > len(C):
         skipped.append(f"--m {int(cfg.m)} is more than the {len(C)} position(s) the ADC vector covers: the slates "
                        f"place ads at positions {len(C) + 1}..{int(cfg.m)}, which have no attention coefficient, so "
@@ -188,6 +200,16 @@ def _capped_warning(cfg: TrainConfig, counts: dict) -> str | None:
             f"{counts.get('score_contexts_pairs_capped', 0)} distinct contexts) have more than {cfg.max_pair_keys} "
             f"context entries: their pair interactions use the first {cfg.max_pair_keys} entries in key order "
             f"(--max-pair-keys)")
+
+
+def _too_long_warning(cfg: TrainConfig, counts: dict) -> list[str]:
+    """The run summary's warning when rows were left out for an id, context key or value beyond --max-id-length."""
+    tr, sc = counts.get("train_rows_too_long", 0), counts.get("score_rows_too_long", 0)
+    if not (tr or sc):
+        return []
+    return [f"{tr} training and {sc} scoring rows hold an id, context key or value longer than {cfg.max_id_length} "
+            f"characters and were left out (evaluate quarantines them as ID_TOO_LONG or CONTEXT_TOO_LONG; "
+            f"--max-id-length)"]
 
 
 def _judge_truth(engine, cfg: TrainConfig, summary: dict, truth_dir: str, sc) -> None:
@@ -229,7 +251,7 @@ def _estimate(engine, cfg: TrainConfig, summary: dict, given_table: str | None =
     pids = list(summary["policies"])
     adc, adc_method, said = estimate_adc_spec(cfg.adc, cfg.adc_method, given_table)
     summary["estimate_adc"] = {"adc": adc, "adc_method": adc_method, "source": said}
-    gate = GateConfig(mode=cfg.gate, great_expectations=False)
+    gate = GateConfig(rules=cfg.rules(), mode=cfg.gate, great_expectations=False)
     try:
         judged = factored_values(engine, cfg.logs, summary["decisions_path"], (cfg.score_from, cfg.score_to), pids,
                                  adc_method, adc=adc, gate=gate)
