@@ -12,8 +12,8 @@ Reason codes (impression logs)
   SLATE_TOO_LONG      more slots than ``max_slots`` (default 64): no single row sets the cost of a job
   ID_TOO_LONG         event_id, logging_policy, context_id or an ad_id longer than ``max_id_length`` characters
                       (default 1,000): an id is a group-by and join key, a slate key's part and a learner's token,
-                      so one 10 MB id made every table that holds it 10 MB wide (evaluate 3 -> 9 s, train out of
-                      memory)
+                      so one 10 MB id made every table that holds it 10 MB wide (evaluate 1.9 -> 5.1 s on 4,000
+                      events, train out of memory)
   NULL_PROPENSITY     a slot without a logged propensity (only with ``quarantine_null_propensity``)
   ZERO_PROPENSITY     propensity <= 0, or below 2.2250738585072014e-308, the smallest normal double, whose 1/mu
                       overflows (no importance weight exists; seed 002 needs mu_k > 0)
