@@ -284,3 +284,36 @@ def test_every_parquet_file_under_logs_is_read_or_counted(original, tmp_path, ca
 def test_every_parquet_file_under_logs_is_read_or_counted_on_spark(spark, original, tmp_path, capsys):
     """The same tree on Spark: the same days, counts and names (the files are found before any engine reads)."""
     test_every_parquet_file_under_logs_is_read_or_counted(original, tmp_path, capsys, engine="spark")
+
+
+def test_notebook_frames_on_spark_read_like_duckdb(spark, original):
+    """A notebook's inputs on the Spark engine read as DuckDB reads them: a pandas frame (what engine="spark",
+    SPARK_REMOTE or spark-submit send to Spark: an AttributeError before), a Spark DataFrame whose context is a
+    struct (a column of dicts, as pyarrow and Spark Connect's createDataFrame type it: Spark's analysis error
+    before, exit 1, while DuckDB read the same pandas frame); a DataFrame column that cannot become the
+    contract's is exit 2 naming it, as for a Parquet file (exit 1 before)."""
+    import scavenger
+    from scavenger.errors import UsageError
+
+    logs = pq.read_table(f"{original}/logs").to_pandas()
+    decisions = pq.read_table(f"{original}/decisions").to_pandas()
+    # dicts with a key some rows lack (a null field of the struct): check a sees feature g as on both engines
+    logs["context"] = [{"f": "v", "g": c} if i % 3 else {"f": "v", "g": None} for i, c in
+                       enumerate(logs["context_id"])]
+    frame = spark.createDataFrame(pa.Table.from_pandas(logs, preserve_index=False))
+    assert frame.schema["context"].dataType.typeName() == "struct"
+    kw = dict(estimators=["pi", "ips", "scavenging"], policies=["det", "sto"], gate="report")
+    duck = scavenger.evaluate(logs, decisions, engine="duckdb", **kw)
+    on_spark = scavenger.evaluate(frame, decisions, **kw)          # logs a Spark DataFrame, decisions pandas
+    assert on_spark.engine["name"] == "spark"
+    order = ["policy_id", "estimator", "interval_kind"]
+    _same(duck.pandas.sort_values(order), on_spark.pandas.sort_values(order))
+    a = [sorted((v["scope"], v["verdict"], v["message"]) for v in r.verdicts if v["check"].startswith("a."))
+         for r in (duck, on_spark)]
+    assert a[0] == a[1] and any("feature=g" in scope for scope, _, _ in a[0])
+    bad = spark.createDataFrame(pa.Table.from_pandas(logs.assign(slots=logs["slots"].astype(str)),
+                                                     preserve_index=False))
+    with pytest.raises(UsageError, match="column slots has type string"):
+        scavenger.adc(bad, gate="off")
+    with pytest.raises(UsageError, match="field 'n' holds double"):
+        scavenger.adc(logs.assign(context=[{"n": 0.5}] * len(logs)), engine="duckdb", gate="off")

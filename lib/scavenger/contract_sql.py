@@ -101,6 +101,12 @@ def _is_null(t) -> bool:
     return t == pa.null()
 
 
+def _is_struct(t) -> bool:
+    import pyarrow.types as T
+
+    return T.is_struct(t)
+
+
 def _is_pairs(t) -> bool:
     from .io.sources import is_pairs
 
@@ -118,6 +124,19 @@ def _pairs_entries(name: str, t) -> str:
     return f"transform({name}, x -> named_struct('key', x[0], 'value', x[1]))"
 
 
+def _struct_map(name: str, t, data_type) -> str:
+    """A map column written as a struct (what pyarrow and Spark make of Python dicts: one field per key) as the
+    contract's map: each field a key, its value as text (null kept). The same expression on both engines (DuckDB
+    would also cast it implicitly, Spark cannot); io.sources.check_schema admits only fields it can name and whose
+    values read alike (text, integers, nulls)."""
+    keys = [t.field(i).name for i in range(t.num_fields)]
+    if not keys:
+        return f"CAST(NULL AS {sql_type(data_type)})"
+    values = ", ".join(f"CAST({name}.`{k}` AS STRING)" for k in keys)
+    literals = ", ".join(f"'{k}'" for k in keys)
+    return f"CASE WHEN {name} IS NULL THEN NULL ELSE map_from_arrays(array({literals}), array({values})) END"
+
+
 def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=(), carry=()) -> str:
     """SELECT of ``view`` as the contract's columns and types (Spark SQL; DuckDB via sqlglot).
 
@@ -128,7 +147,7 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
     cast as a whole when its fields are the contract's in the contract's order, else rebuilt field by field by name.
     ``nanos_as_long``: timestamp columns Spark reads as nanoseconds since the epoch (Parquet INT64 nanos). ``carry``:
     extra columns passed through (a row id)."""
-    from pyspark.sql.types import ArrayType, StructType
+    from pyspark.sql.types import ArrayType, MapType, StructType
 
     names = list(schema.names)
     cols = []
@@ -140,6 +159,8 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
             cols.append(f"CAST(NULL AS {t}) AS {f.name}")
         elif f.name in nanos_as_long:
             cols.append(f"timestamp_micros({f.name} DIV 1000) AS {f.name}")
+        elif isinstance(f.dataType, MapType) and _is_struct(schema.field(f.name).type):
+            cols.append(f"{_struct_map(f.name, schema.field(f.name).type, f.dataType)} AS {f.name}")
         elif _is_pairs(schema.field(f.name).type):
             cols.append(f"try_cast(map_from_entries({_pairs_entries(f.name, schema.field(f.name).type)}) AS {t}) "
                         f"AS {f.name}")

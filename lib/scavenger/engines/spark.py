@@ -71,6 +71,7 @@ class SparkEngine(Engine):
         self.spark = spark
         self._checkpoints: list[str] = []
         self._views: list[str] = []
+        self._frames: dict = {}             # in-memory inputs as Spark DataFrames (id of the pyarrow table)
         self.level = _storage_level(spark)
         remote = type(spark).__module__.startswith("pyspark.sql.connect")
         self.info.settings = {"master": _conf(spark, "spark.master"), "connect": remote,
@@ -142,7 +143,18 @@ class SparkEngine(Engine):
                 from ..errors import UsageError
 
                 raise UsageError(f"no such catalog table: {source.obj}")
-            df = self.spark.table(source.obj) if source.kind == "table" else source.obj
+            if source.kind == "table":
+                df = self.spark.table(source.obj)
+            elif source.kind == "arrow":    # pandas or pyarrow in memory (a notebook on Spark, SPARK_REMOTE set)
+                df = self._frames.get(id(source.obj))
+                if df is None:              # sent to Spark once per job, whatever the number of reads
+                    df = self._frames[id(source.obj)] = self.spark.createDataFrame(source.obj)
+            else:
+                df = source.obj
+            if source.kind != "arrow":      # in-memory tables were checked when described
+                from ..io.sources import check_spark_schema
+
+                check_spark_schema(df, source, contract)
             if days is not None and contract.partition_column in df.columns:
                 df = df.where(days_filter(days))
             raw = f"{name}__0"

@@ -42,6 +42,7 @@ class Source:
     signature: dict = field(default_factory=dict)  # files: {date: [[relpath, size, mtime_ns], ...]}
     undated: list = field(default_factory=list)    # files: what a dt-partitioned source holds outside its dated
     #                                                 directories (dt= names without a date, other dirs and files)
+    flag: str = "--logs"                        # the flag or argument that named it (for messages)
 
     @property
     def local(self) -> bool:
@@ -66,11 +67,11 @@ def describe(obj, contract, date_from=None, date_to=None, flag: str = "--logs") 
     if isinstance(obj, str) or hasattr(obj, "__fspath__"):
         text = str(obj)
         if is_table_name(text):
-            return Source(kind="table", name=text, obj=text)
+            return Source(kind="table", name=text, obj=text, flag=flag)
         return _describe_files(text, contract, date_from, date_to, flag)
     cls = type(obj).__module__ + "." + type(obj).__name__
     if cls.startswith("pyspark."):
-        return Source(kind="spark", name="<Spark DataFrame>", obj=obj)
+        return Source(kind="spark", name="<Spark DataFrame>", obj=obj, flag=flag)
     import pyarrow as pa
 
     if isinstance(obj, pa.Table):
@@ -85,7 +86,8 @@ def _in_memory(name: str, table, contract, flag: str) -> Source:
     if contract.partition_column not in table.schema.names:
         raise UsageError(f"{flag}: {name} has no {contract.partition_column} column (the UTC date of each row's "
                          f"event); add one")
-    return Source(kind="arrow", name=name, obj=table)
+    check_schema(table.schema, contract, name, flag, partitioned=False)
+    return Source(kind="arrow", name=name, obj=table, flag=flag)
 
 
 def _from_pandas(frame, contract, flag: str):
@@ -95,6 +97,7 @@ def _from_pandas(frame, contract, flag: str):
 
     names = {f.name for f in contract.struct_type().fields}
     frame = frame[[c for c in frame.columns if c in names]]
+    frame.attrs = {}        # a frame from Spark Connect's toPandas() holds plan metrics pyarrow warns it cannot keep
     try:
         return pa.Table.from_pandas(frame, preserve_index=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as exc:
@@ -110,7 +113,7 @@ def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Sourc
         raise UsageError(f"{flag}: no such path: {text}")
     layout = fs.dt_layout(uri, contract.partition_column) if fs.isdir(uri) else fs.DtLayout({}, [], [])
     parts = layout.days
-    src = Source(kind="files", name=text, uri=uri,
+    src = Source(kind="files", name=text, uri=uri, flag=flag,
                  undated=[fs.join(uri, n) for n in sorted(layout.undated + layout.other)] if parts else [])
     if parts:
         _note_undated(flag, contract.partition_column, layout)
@@ -210,7 +213,7 @@ _ACCEPTS = {  # contract kind -> source kinds a cast can turn into it (values th
     "double": {"double", "integer", "string", "null"},
     "timestamp": {"timestamp", "string", "date", "null"},
     "date": {"date", "string", "timestamp", "null"},
-    "map": {"map", "null", "pairs"},
+    "map": {"map", "null", "pairs", "struct"},      # struct: a dict per row (checked by _check_struct_map)
     "list": {"list", "null"},
 }
 
@@ -251,6 +254,37 @@ def check_schema(schema, contract, uri: str, flag: str, partitioned: bool) -> No
                              f"{f.dataType.simpleString()} (the contract in schemas/{contract.name}.schema.json)")
         if isinstance(f.dataType, ArrayType) and _kind(found) == "list":
             _check_elements(found.value_type, f.dataType.elementType, f"{f.name}[]", uri, flag, contract)
+        if want == "map" and _kind(found) == "struct":
+            _check_struct_map(found, f, uri, flag, contract)
+
+
+_FIELD_NAME = __import__("re").compile(r"^[A-Za-z0-9_ .:/@+-]+$")
+
+
+def _check_struct_map(found, f, uri: str, flag: str, contract) -> None:
+    """A map column given as a struct (one field per key: pyarrow's and Spark's type of a column of dicts) is read as
+    the map of its fields (contract_sql._struct_map) when every field has a name SQL can quote and text, integer or
+    null values, which both engines turn into the same text; anything else is exit 2 naming the field."""
+    names = [found.field(i).name for i in range(found.num_fields)]
+    for i, name in enumerate(names):
+        t = found.field(i).type
+        why = ("appears twice" if names.count(name) > 1 else
+               "has a name that is not letters, digits, spaces or _.:/@+-" if not _FIELD_NAME.match(name or "") else
+               f"holds {t}, not text or integers" if _kind(t) not in ("string", "integer", "null") else None)
+        if why:
+            from ..safe import clip
+
+            raise UsageError(f"{flag}: {uri}: column {f.name} is a struct whose field {clip(repr(name))} {why}; "
+                             f"expected {f.dataType.simpleString()} (the contract in "
+                             f"schemas/{contract.name}.schema.json): give {f.name} as a map of text values")
+
+
+def check_spark_schema(df, source, contract) -> None:
+    """check_schema for a Spark DataFrame or catalog table (its Spark schema as Arrow types): a column that cannot
+    become the contract's is exit 2 naming it, as for Parquet files, instead of Spark's analysis error (exit 1)."""
+    from ..engines.spark import _arrow_schema
+
+    check_schema(_arrow_schema(df.schema), contract, source.name, source.flag, partitioned=False)
 
 
 def _check_elements(found, want, where: str, uri: str, flag: str, contract) -> None:
