@@ -76,6 +76,7 @@ def test_cli_under_spark_connect_equals_classic(connect_server, dataset, tmp_pat
     assert remote["code"] == 0, remote["stderr"][-2000:]
     assert remote["result"]["engine"]["name"] == "spark" and remote["result"]["engine"]["connect"] is True
     assert "SPARK_REMOTE" in remote["result"]["engine"]["why"]
+    assert "CANNOT_MODIFY_CONFIG" not in remote["stderr"]      # no client setting of the server's static confs
     assert main(argv + ["--out", str(tmp_path / "classic"), "--engine", "spark"]) == 0
     for table in ("estimates", "estimates_by_day"):
         a = pd.read_parquet(tmp_path / "remote" / table).sort_values(["policy_id", "estimator", "interval_kind"]
@@ -98,10 +99,22 @@ from pyspark.sql import SparkSession
 spark = SparkSession.builder.remote({connect_server!r}).getOrCreate()
 logs = spark.read.parquet({dataset + '/logs'!r})
 adc = scavenger.adc(logs, gate="off")
-print(json.dumps({{"engine": adc.engine, "rows": len(adc.pandas)}}))
+# pandas in the notebook, contexts as dicts: with SPARK_REMOTE set the frame goes to Spark (auto), and Spark Connect
+# types a column of dicts as a struct; both read as DuckDB reads the frame (an AttributeError and an analysis error
+# before)
+frame = logs.toPandas()
+frame["context"] = [dict(c or {{}}) for c in frame["context"]]
+tables = [scavenger.adc(x, gate="off", engine=e).pandas for x, e in
+          ((frame, "auto"), (spark.createDataFrame(frame), "auto"), (frame, "duckdb"))]
+same = [bool(t.sort_values(["method", "position"])["coefficient"].reset_index(drop=True).sub(
+    tables[2].sort_values(["method", "position"])["coefficient"].reset_index(drop=True)).abs().max() < 1e-12)
+    and len(t) == len(tables[2]) for t in tables[:2]]
+print(json.dumps({{"engine": adc.engine, "rows": len(adc.pandas), "same": same}}))
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "SCAVENGER_PROGRESS": "0"})
+                          env={**os.environ, "SCAVENGER_PROGRESS": "0", "SPARK_REMOTE": connect_server})
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["engine"]["connect"] is True and out["rows"] > 0
+    assert out["same"] == [True, True]
+    assert "Could not serialize" not in proc.stderr       # toPandas()'s plan metrics are not pyarrow's to keep

@@ -21,7 +21,10 @@ from typing import Iterator
 
 def console_progress_conf(stream=None) -> dict[str, str]:
     """Spark conf defaults that turn on the console progress bar when ``stream`` (default stderr) is a terminal
-    or ``SCAVENGER_PROGRESS=1``; ``SCAVENGER_PROGRESS=0`` turns it off (e.g. for log files)."""
+    or ``SCAVENGER_PROGRESS=1``; ``SCAVENGER_PROGRESS=0`` turns it off (e.g. for log files). Nothing under Spark
+    Connect: the bar is a static setting of the server, which refused it with a warning on every job."""
+    if os.environ.get("SPARK_REMOTE"):
+        return {}
     stream = sys.stderr if stream is None else stream
     env = os.environ.get("SCAVENGER_PROGRESS")
     if env == "0":
