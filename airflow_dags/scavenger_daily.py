@@ -61,14 +61,23 @@ with DAG(
         """Read and check the config, build every job's argv for this dt (nothing runs here)."""
         import sys
 
+        from airflow.sdk.exceptions import AirflowFailException
         from scavenger_airflow import config as C
         from scavenger_airflow import plans as P
         from scavenger_airflow.runtime import load_config
 
         cfg = load_config()
-        if params and params.get("engine"):
-            cfg = C.validate_config({**cfg, "engine": params["engine"]})
-        return P.daily_plan(cfg, ds, python=sys.executable, run_id=run_id)
+        if not ds:
+            # a run triggered without a logical date (Airflow 3 allows it) has no day to process
+            raise AirflowFailException("this run has no logical date (ds), so no day dt to process: trigger "
+                                       "scavenger_daily with a logical date, e.g. airflow dags trigger "
+                                       "scavenger_daily --logical-date 2026-01-07")
+        try:
+            if params and params.get("engine"):
+                cfg = C.validate_config({**cfg, "engine": params["engine"]})
+            return P.daily_plan(cfg, ds, python=sys.executable, run_id=run_id)
+        except C.ConfigError as exc:     # a setting to fix: fail at once, no retries
+            raise AirflowFailException(f"scavenger config: {exc}") from None
 
     @task
     def registry_jobs(jobs: list):

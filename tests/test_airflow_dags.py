@@ -262,6 +262,18 @@ def test_engine_and_catalog_reach_every_job():
     cat = P.daily_plan(C.merge_config(None, json.dumps({**base, "catalog": "scv"})), "2026-03-10")
     for step in (cat["validate"], cat["adc"], *cat["evaluate"]):
         assert step["application_args"][-2:] == ["--catalog", "scv"]
+    # every job's parser takes its argv: report reads files only (it was given --catalog: exit 2 every day)
+    from scavenger.cli import build_parser
+
+    for job, steps in cat.items():
+        for step in steps if isinstance(steps, list) else [steps]:
+            build_parser().parse_args([Path(step["application"]).stem, *step["application_args"]])
+    assert "--catalog" not in cat["report"]["application_args"]
+    # an ad-hoc evaluation writes its own directory, never the daily catalog partition of its last day
+    adhoc = P.evaluate_plan(C.merge_config(None, json.dumps({**base, "catalog": "scv"})),
+                            {"logs": "/wh/logs", "decisions": "/wh/dec", "date_from": "2026-03-01",
+                             "date_to": "2026-03-10"}, "k1")
+    assert "--catalog" not in adhoc["application_args"]
     with pytest.raises(C.ConfigError, match="catalog"):
         C.merge_config(None, json.dumps({**base, "engine": "duckdb", "catalog": "scv"}))
     with pytest.raises(C.ConfigError, match="engine"):
@@ -327,3 +339,31 @@ def test_example_config_file_is_valid_and_read_from_the_env(tmp_path, monkeypatc
     monkeypatch.setenv("SCAVENGER_AIRFLOW_CONFIG", str(tmp_path / "missing.json"))
     with pytest.raises(C.ConfigError, match="cannot read the scavenger config file"):
         C.read_config_file(None)
+
+
+def test_py_files_reach_spark_submit():
+    """The config's py_files (a zip of lib/ for cluster deploy mode) is spark-submit's --py-files (it was checked,
+    documented and then dropped)."""
+    cfg = C.merge_config(None, json.dumps({"root": "/srv/out", "py_files": "/opt/scavenger/lib.zip"}))
+    plan = P.daily_plan(cfg, "2026-03-10")
+    steps = [plan["validate"], plan["adc"], *plan["stats"], *plan["evaluate"], plan["report"]]
+    assert {s.get("py_files") for s in steps} == {"/opt/scavenger/lib.zip"}
+    op = ScavengerSparkSubmitOperator(task_id="t", step=plan["adc"])
+    op._apply_step()
+    assert op.py_files == "/opt/scavenger/lib.zip" and op._get_hook()._py_files == "/opt/scavenger/lib.zip"
+
+
+def test_daily_plan_fails_at_once_on_a_setting_to_fix(daily, monkeypatch):
+    """No logical date (a run Airflow 3 triggered without one), or an engine param the config refuses, fails the
+    plan task without retries (AirflowFailException) saying why; before, a ConfigError was retried twice."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from scavenger_airflow import runtime
+
+    base = C.merge_config(None, json.dumps({"root": "/srv/out", "catalog": "scv"}))
+    monkeypatch.setattr(runtime, "load_config", lambda: copy.deepcopy(base))
+    plan = daily.task_dict["plan"].python_callable
+    with pytest.raises(AirflowFailException, match="no logical date"):
+        plan(ds=None, run_id="r1", params={})
+    with pytest.raises(AirflowFailException, match="catalog"):
+        plan(ds="2026-03-10", run_id="r1", params={"engine": "duckdb"})
+    assert plan(ds="2026-03-10", run_id="r1", params={})["adc"]["application_args"][-2:] == ["--catalog", "scv"]

@@ -46,7 +46,7 @@ class ScavengerSparkSubmitOperator(SparkSubmitOperator):
     """SparkSubmitOperator for ``jobs/<name>.py`` with scavenger's exit codes, idempotent --out and skips."""
 
     template_fields = (*SparkSubmitOperator.template_fields, "skip_reason", "step")
-    STEP_KEYS = frozenset({"application", "application_args", "conf", "skip_reason", "engine"})
+    STEP_KEYS = frozenset({"application", "application_args", "conf", "skip_reason", "engine", "py_files"})
     ui_color = "#f4a460"
 
     def __init__(self, *, step: dict | None = None, skip_reason: str = "", **kwargs):
@@ -67,6 +67,8 @@ class ScavengerSparkSubmitOperator(SparkSubmitOperator):
         self.conf = dict(step.get("conf") or {})
         self.skip_reason = step.get("skip_reason") or ""
         self.engine = step.get("engine") or "spark"
+        if step.get("py_files"):
+            self.py_files = step["py_files"]
 
     def execute(self, context):
         self._apply_step()

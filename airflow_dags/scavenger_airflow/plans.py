@@ -60,14 +60,21 @@ def spark_conf(cfg: dict, python: str) -> dict:
     return conf
 
 
-def _step(cfg, job, args, python, skip=""):
-    """One job: spark-submit of jobs/<job>.py (engine spark) or the same job in a local process (engine duckdb)."""
+CATALOG_JOBS = ("validate", "adc", "evaluate")     # the jobs that take --catalog (report reads files only)
+
+
+def _step(cfg, job, args, python, skip="", catalog=True):
+    """One job: spark-submit of jobs/<job>.py (engine spark) or the same job in a local process (engine duckdb).
+    ``catalog``: the job may write the config's catalog tables (not an ad-hoc run: see evaluate_plan)."""
     if cfg["engine"] == "duckdb":
         args = [*args, "--engine", "duckdb"]
-    elif cfg.get("catalog") and job in ("validate", "adc", "evaluate", "report"):
+    elif catalog and cfg.get("catalog") and job in CATALOG_JOBS:
         args = [*args, "--catalog", cfg["catalog"]]
-    return {"application": application(cfg, job), "application_args": args,
+    step = {"application": application(cfg, job), "application_args": args,
             "conf": spark_conf(cfg, python), "skip_reason": skip, "engine": cfg["engine"]}
+    if cfg.get("py_files") and cfg["engine"] == "spark":
+        step["py_files"] = cfg["py_files"]         # spark-submit --py-files (cluster deploy mode)
+    return step
 
 
 def stores(cfg: dict) -> dict:
@@ -132,4 +139,6 @@ def evaluate_plan(cfg: dict, params: dict, run_key: str, python: str = "") -> di
     args = ["--logs", p["logs"], "--decisions", p["decisions"], *pol, "--from", p["date_from"],
             "--to", p["date_to"], *_estimation_flags(cfg, p, p["date_to"]),
             "--stats-dir", f"{cfg['stats_dir'].rstrip('/')}/adhoc", "--out", out]
-    return _step(cfg, "evaluate", args, python)
+    # no --catalog: the catalog tables are the daily DAG's, one partition per dt; an ad-hoc window ending on a day
+    # would replace that day's scheduled estimates with its own (other policies, estimators or window)
+    return _step(cfg, "evaluate", args, python, catalog=False)
