@@ -367,3 +367,21 @@ def test_daily_plan_fails_at_once_on_a_setting_to_fix(daily, monkeypatch):
     with pytest.raises(AirflowFailException, match="catalog"):
         plan(ds="2026-03-10", run_id="r1", params={"engine": "duckdb"})
     assert plan(ds="2026-03-10", run_id="r1", params={})["adc"]["application_args"][-2:] == ["--catalog", "scv"]
+
+
+def test_each_registry_dataset_writes_its_own_catalog_database():
+    """Two registry datasets evaluated into one database replaced each other's rows of every day (the dt partition
+    of <db>.estimates, diagnostics, estimates_by_day, quarantine_decisions: the last task to finish won), and the
+    day-statistics task wrote its one-day estimates there too. The config now refuses two datasets in one database,
+    a dataset may name its own (registry[].catalog), and only validate, adc and evaluate write tables."""
+    base = {"root": "/srv/out", "catalog": "scv",
+            "registry": [{"name": "a", "decisions": "/d/a"}, {"name": "b", "decisions": "/d/b"}]}
+    with pytest.raises(C.ConfigError, match="'a' and 'b' would both write"):
+        C.merge_config(None, json.dumps(base))
+    base["registry"][1]["catalog"] = "scv_b"
+    plan = P.daily_plan(C.merge_config(None, json.dumps(base)), "2026-03-10")
+    assert [s["application_args"][-2:] for s in plan["evaluate"]] == [["--catalog", "scv"], ["--catalog", "scv_b"]]
+    assert not any("--catalog" in s["application_args"] for s in plan["stats"])
+    assert plan["validate"]["application_args"][-2:] == ["--catalog", "scv"]
+    with pytest.raises(C.ConfigError, match=r"registry\[1\].catalog"):
+        C.merge_config(None, json.dumps({**base, "catalog": None, "engine": "duckdb"}))

@@ -172,8 +172,9 @@ def validate_config(cfg: dict) -> dict:
         raise ConfigError("registry: expected a non-empty list of {name, decisions, policies}")
     names = set()
     for i, entry in enumerate(out["registry"]):
-        if not isinstance(entry, dict) or set(entry) - {"name", "decisions", "policies"}:
-            raise ConfigError(f"registry[{i}]: expected an object with keys name, decisions, policies")
+        if not isinstance(entry, dict) or set(entry) - {"name", "decisions", "policies", "catalog"}:
+            raise ConfigError(f"registry[{i}]: expected an object with keys name, decisions, policies (and "
+                              f"optionally catalog)")
         check_pattern(NAME_PATTERN, entry.get("name"), f"registry[{i}].name")
         if entry["name"] in names:
             raise ConfigError(f"registry[{i}].name: {entry['name']!r} appears twice")
@@ -193,10 +194,7 @@ def validate_config(cfg: dict) -> dict:
     out["adc_source"] = check_adc_source(out["adc_source"])
     out["adc_method"] = check_enum(out["adc_method"], ADC_METHODS, "adc_method")
     out["engine"] = check_enum(out["engine"], ENGINES, "engine") or "spark"
-    if out["catalog"] is not None:
-        check_pattern(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$", out["catalog"], "catalog")
-        if out["engine"] != "spark":
-            raise ConfigError("catalog: catalog tables are written by Spark; set engine to spark")
+    _check_catalogs(out)
     if out["stats_command"] not in STATS_COMMANDS:
         raise ConfigError(f"stats_command: {out['stats_command']!r} is not one of {list(STATS_COMMANDS)}")
     if out["report"] not in REPORT_MODES:
@@ -212,6 +210,38 @@ def validate_config(cfg: dict) -> dict:
         for f in str(out["py_files"]).split(","):
             check_location(f, "py_files")
     return out
+
+
+CATALOG_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$"
+
+
+def dataset_catalog(cfg: dict, entry: dict) -> str | None:
+    """The database a registry dataset's evaluate writes its tables to: its own ``catalog``, else the config's."""
+    return entry.get("catalog") or cfg.get("catalog")
+
+
+def _check_catalogs(out: dict) -> None:
+    """``catalog`` and each registry entry's ``catalog``: database names, Spark only, and one database per dataset.
+    Each dataset's evaluate writes <db>.estimates (diagnostics, adc, estimates_by_day, quarantine) with the day's
+    partitions replaced, so two datasets in one database would replace each other's rows of every day."""
+    names = [("catalog", out["catalog"])] + [(f"registry[{i}].catalog", e.get("catalog"))
+                                             for i, e in enumerate(out["registry"])]
+    for key, value in names:
+        if value is None:
+            continue
+        check_pattern(CATALOG_PATTERN, value, key)
+        if out["engine"] != "spark":
+            raise ConfigError(f"{key}: catalog tables are written by Spark; set engine to spark")
+    seen: dict = {}
+    for e in out["registry"]:
+        db = dataset_catalog(out, e)
+        if db is None:
+            continue
+        if db in seen:
+            raise ConfigError(f"registry: datasets {seen[db]!r} and {e['name']!r} would both write their estimates "
+                              f"to the catalog database {db!r}, each run replacing the other's rows of the day; "
+                              f"give each dataset its own database (registry[].catalog)")
+        seen[db] = e["name"]
 
 
 _VALIDATE_DEFAULTS = DEFAULTS["validate"]

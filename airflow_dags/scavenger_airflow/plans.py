@@ -8,7 +8,7 @@ import datetime as _dt
 import re
 from pathlib import Path
 
-from .config import check_pattern, check_date, evaluate_params, validate_flags
+from .config import check_pattern, check_date, dataset_catalog, evaluate_params, validate_flags
 
 
 def out_dir(cfg: dict, job: str, ds: str) -> str:
@@ -63,13 +63,16 @@ def spark_conf(cfg: dict, python: str) -> dict:
 CATALOG_JOBS = ("validate", "adc", "evaluate")     # the jobs that take --catalog (report reads files only)
 
 
-def _step(cfg, job, args, python, skip="", catalog=True):
+def _step(cfg, job, args, python, skip="", catalog: str | None = "config"):
     """One job: spark-submit of jobs/<job>.py (engine spark) or the same job in a local process (engine duckdb).
-    ``catalog``: the job may write the config's catalog tables (not an ad-hoc run: see evaluate_plan)."""
+    ``catalog``: the database the job writes its tables to ("config": the config's; None: none, as for an ad-hoc
+    run, see evaluate_plan, and the day-statistics task, whose one-day estimates are not the day's results)."""
+    if catalog == "config":
+        catalog = cfg.get("catalog")
     if cfg["engine"] == "duckdb":
         args = [*args, "--engine", "duckdb"]
-    elif catalog and cfg.get("catalog") and job in CATALOG_JOBS:
-        args = [*args, "--catalog", cfg["catalog"]]
+    elif catalog and job in CATALOG_JOBS:
+        args = [*args, "--catalog", catalog]
     step = {"application": application(cfg, job), "application_args": args,
             "conf": spark_conf(cfg, python), "skip_reason": skip, "engine": cfg["engine"]}
     if cfg.get("py_files") and cfg["engine"] == "spark":
@@ -112,11 +115,11 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
         stats.append(_step(cfg, stats_cmd, [
             "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", ds, "--to", ds,
             *day_est, "--stats-dir", store[name],
-            "--out", out_dir(cfg, f"stats/{name}", ds), *rid], python))
+            "--out", out_dir(cfg, f"stats/{name}", ds), *rid], python, catalog=None))
         evaluate.append(_step(cfg, "evaluate", [
             "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", frm, "--to", to,
             *_estimation_flags(cfg, cfg, ds), "--stats-dir", store[name], "--by-day",
-            "--out", out_dir(cfg, f"evaluate/{name}", ds), *rid], python))
+            "--out", out_dir(cfg, f"evaluate/{name}", ds), *rid], python, catalog=dataset_catalog(cfg, entry)))
     plan["stats"], plan["evaluate"] = stats, evaluate
     report_args = ["--root", cfg["root"], "--dt", ds, "--out", out_dir(cfg, "report", ds), *rid]
     if cfg["report"] == "off":
@@ -141,4 +144,4 @@ def evaluate_plan(cfg: dict, params: dict, run_key: str, python: str = "") -> di
             "--stats-dir", f"{cfg['stats_dir'].rstrip('/')}/adhoc", "--out", out]
     # no --catalog: the catalog tables are the daily DAG's, one partition per dt; an ad-hoc window ending on a day
     # would replace that day's scheduled estimates with its own (other policies, estimators or window)
-    return _step(cfg, "evaluate", args, python, catalog=False)
+    return _step(cfg, "evaluate", args, python, catalog=None)
