@@ -370,3 +370,20 @@ def test_phase_tags_spark_jobs_and_restores(spark, capsys, monkeypatch):
         assert console_progress_conf(devnull) == {"spark.ui.showConsoleProgress": "false"}
     monkeypatch.setenv("SCAVENGER_PROGRESS", "1")
     assert console_progress_conf() == {"spark.ui.showConsoleProgress": "true"}
+
+
+def test_progress_0_silences_every_note(tmp_path, capsys, monkeypatch):
+    """SCAVENGER_PROGRESS=0 silences the gate's note too (it was printed whenever checks ran, on the notebook's
+    stderr included); under Spark Connect no console-progress setting is sent (a static conf of the server)."""
+    import scavenger
+    from scavenger.progress import console_progress_conf
+
+    from reference import build_random, write_parquet
+
+    monkeypatch.setenv("SCAVENGER_PROGRESS", "0")
+    write_parquet(build_random(seed=3, K=2, n_ads=4, days=(0,), per_day=40), str(tmp_path))
+    scavenger.adc(str(tmp_path / "logs"), engine="duckdb", gate="report")
+    assert "[scavenger]" not in capsys.readouterr().err
+    monkeypatch.setenv("SPARK_REMOTE", "sc://localhost:15002")
+    monkeypatch.setenv("SCAVENGER_PROGRESS", "1")
+    assert console_progress_conf() == {}

@@ -240,7 +240,8 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
         counts["days_without_logs"] = [d.isoformat() for d in absent]
     verdicts = J.quarantine_rows(counts, gate.max_quarantine_share) + J.absent_days_rows(absent, dates)
     checks = tuple(checks) if gate.mode != "off" else ()
-    with phase(None, "gate", f"checks {','.join(checks) or '-'} over {len(dates)} day(s)", log=bool(checks)):
+    with phase(None, "gate", f"checks {','.join(checks) or '-'} over {len(dates)} day(s)",
+               log=None if checks else False):      # None: as SCAVENGER_PROGRESS says
         verdicts += J.assumption_rows(stats, checks, gate.assumptions,
                                       inputs.decisions is not None or bool(derived))
     window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks, tuple(absent))
