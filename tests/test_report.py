@@ -387,3 +387,17 @@ def test_progress_0_silences_every_note(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SPARK_REMOTE", "sc://localhost:15002")
     monkeypatch.setenv("SCAVENGER_PROGRESS", "1")
     assert console_progress_conf() == {}
+
+
+def test_summary_says_when_it_lists_only_some_quarantine_reasons():
+    """The rows line names the three commonest reasons and says how many more there are (before: 102 rows
+    quarantined shown as '(MISSING_REWARD 88, NULL_EVENT_ID 1, NULL_LOGGING_POLICY 1)' and nothing else)."""
+    from scavenger.summary import _rows_lines
+
+    counts = {"logs": {"rows_in": 200, "rows_used": 98, "rows_quarantined": 102,
+                       "by_reason": {"MISSING_REWARD": 88, "NULL_EVENT_ID": 1, "NULL_AD": 7, "POSITION_GAP": 6,
+                                     "EMPTY_SLATE": 1}}}
+    line = _rows_lines(counts)[0]
+    assert "(MISSING_REWARD 88, NULL_AD 7, POSITION_GAP 6 and 2 more reason(s), see result.json)" in line
+    counts["logs"]["by_reason"] = {"MISSING_REWARD": 88}
+    assert _rows_lines(counts)[0].endswith("(MISSING_REWARD 88)")

@@ -19,7 +19,9 @@ def _rows_lines(counts: dict) -> list[str]:
         c = counts.get(table)
         if not c:
             continue
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(c.get("by_reason", {}).items(), key=lambda kv: -kv[1])[:3])
+        by_reason = sorted((c.get("by_reason") or {}).items(), key=lambda kv: -kv[1])
+        reasons = ", ".join(f"{k} {v}" for k, v in by_reason[:3]) + \
+            (f" and {len(by_reason) - 3} more reason(s), see result.json" if len(by_reason) > 3 else "")
         out.append(f"  {table:<9} rows in {c['rows_in']:>10,}  used {c['rows_used']:>10,}  quarantined "
                    f"{c['rows_quarantined']:>8,}" + (f"  ({reasons})" if reasons else ""))
         # rows no pass read: named on stderr, judged by the gate, and said here beside the rows read
