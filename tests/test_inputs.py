@@ -288,23 +288,32 @@ def test_every_parquet_file_under_logs_is_read_or_counted_on_spark(spark, origin
 
 def test_notebook_frames_on_spark_read_like_duckdb(spark, original):
     """A notebook's inputs on the Spark engine read as DuckDB reads them: a pandas frame (what engine="spark",
-    SPARK_REMOTE or spark-submit send to Spark: an AttributeError before), a Spark DataFrame whose context is a
-    struct (a column of dicts, as pyarrow and Spark Connect's createDataFrame type it: Spark's analysis error
-    before, exit 1, while DuckDB read the same pandas frame); a DataFrame column that cannot become the
-    contract's is exit 2 naming it, as for a Parquet file (exit 1 before)."""
+    SPARK_REMOTE or spark-submit send to Spark: an AttributeError before) whose context is a column of dicts (a
+    struct to pyarrow and to Spark Connect's createDataFrame: Spark's analysis error before, exit 1, while DuckDB
+    read it); a DataFrame column that cannot become the contract's is exit 2 naming it, as for a Parquet file
+    (exit 1 before). The notebook's session keeps its own settings: its time zone, overwrite mode and Parquet
+    reading were changed for good by the call before (nanosecond timestamps then read as numbers)."""
     import scavenger
     from scavenger.errors import UsageError
 
     logs = pq.read_table(f"{original}/logs").to_pandas()
-    decisions = pq.read_table(f"{original}/decisions").to_pandas()
-    # dicts with a key some rows lack (a null field of the struct): check a sees feature g as on both engines
+    # dicts with a null value (a key some rows lack): check a sees feature g alike on both engines
     logs["context"] = [{"f": "v", "g": c} if i % 3 else {"f": "v", "g": None} for i, c in
                        enumerate(logs["context_id"])]
-    frame = spark.createDataFrame(pa.Table.from_pandas(logs, preserve_index=False))
-    assert frame.schema["context"].dataType.typeName() == "struct"
+    keys = ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode",
+            "spark.sql.legacy.parquet.nanosAsLong")
+    kept = {k: spark.conf.get(k, None) for k in keys}          # the suite's session: put back at the end
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+    before = {k: spark.conf.get(k, None) for k in keys}
     kw = dict(estimators=["pi", "ips", "scavenging"], policies=["det", "sto"], gate="report")
-    duck = scavenger.evaluate(logs, decisions, engine="duckdb", **kw)
-    on_spark = scavenger.evaluate(frame, decisions, **kw)          # logs a Spark DataFrame, decisions pandas
+    try:
+        on_spark = scavenger.evaluate(logs, f"{original}/decisions", engine="spark", **kw)
+        assert {k: spark.conf.get(k, None) for k in keys} == before
+    finally:
+        for k, v in kept.items():
+            spark.conf.set(k, v) if v is not None else spark.conf.unset(k)
+    duck = scavenger.evaluate(logs, f"{original}/decisions", engine="duckdb", **kw)
     assert on_spark.engine["name"] == "spark"
     order = ["policy_id", "estimator", "interval_kind"]
     _same(duck.pandas.sort_values(order), on_spark.pandas.sort_values(order))

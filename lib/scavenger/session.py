@@ -80,17 +80,19 @@ def embedded_defaults(master: str | None, conf: Mapping[str, str] | None) -> dic
 
 
 def get_spark(app_name: str = "scavenger", master: str | None = None,
-              conf: Mapping[str, str] | None = None, quiet: bool = True):
+              conf: Mapping[str, str] | None = None, quiet: bool = True, changed: dict | None = None):
     """Return the active SparkSession or build one (a Spark Connect session when SPARK_REMOTE is set).
 
     ``master`` and ``conf`` are explicit user choices and override everything; otherwise the session takes
     what spark-submit or the environment configured, then :func:`embedded_defaults`, then ``DEFAULT_SQL_CONF``.
+    ``changed``: receives {key: previous value or None} of the settings changed on a session that was already
+    active (a notebook's), which the engine restores when it closes.
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None and not conf:
-        _apply_defaults(active)
+        _apply_defaults(active, changed=changed)
         return active
 
     # Python workers (only simulations use them) run the driver's interpreter unless the user chose one.
@@ -221,10 +223,10 @@ _BUILT_IN = {"spark.sql.sources.partitionOverwriteMode": ("STATIC", "static"),
              "spark.sql.parquet.outputTimestampType": ("INT96",)}
 
 
-def _apply_defaults(spark, explicit: set[str] | None = None) -> None:
+def _apply_defaults(spark, explicit: set[str] | None = None, changed: dict | None = None) -> None:
     """Set each default SQL conf unless the user (``--conf``, spark-submit, spark-defaults.conf) set it: a key is
     changed only while it holds Spark's built-in value (``spark.conf`` alone: the same under Spark Connect, where
-    the server's settings are left alone otherwise)."""
+    the server's settings are left alone otherwise). ``changed`` receives the previous value of each key set."""
     remote = type(spark).__module__.startswith("pyspark.sql.connect")
     for key, value in DEFAULT_SQL_CONF.items():
         if explicit and key in explicit:
@@ -236,12 +238,28 @@ def _apply_defaults(spark, explicit: set[str] | None = None) -> None:
         if key == "spark.sql.session.timeZone":
             if not remote and current != value:
                 spark.conf.set(key, value)
+                if changed is not None:
+                    changed.setdefault(key, current)
             continue
         if current is None or current in _BUILT_IN.get(key, ()):
             try:
                 spark.conf.set(key, value)
             except Exception:  # noqa: BLE001 - a static conf of a running server
-                pass
+                continue
+            if changed is not None and current != value:
+                changed.setdefault(key, current)
+
+
+def restore_conf(spark, previous: dict) -> None:
+    """Put back the settings a job changed on a session it did not start ({key: value before, None: unset})."""
+    for key, value in previous.items():
+        try:
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+        except Exception:  # noqa: BLE001 - best effort: a session already stopped
+            pass
 
 
 def parse_conf_pairs(pairs: list[str] | None) -> dict[str, str]:

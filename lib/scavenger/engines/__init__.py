@@ -72,11 +72,12 @@ def open_engine(name: str, why: str, spark=None, master: str | None = None, conf
         return DuckDBEngine(why)
     from .spark import SparkEngine
 
+    changed: dict = {}       # settings changed on a session that was already active (a notebook's): restored on close
     if spark is None:
         from ..session import get_spark
 
-        spark = get_spark(app_name=app_name, master=master, conf=conf)
-    return SparkEngine(spark, why)
+        spark = get_spark(app_name=app_name, master=master, conf=conf, changed=changed)
+    return SparkEngine(spark, why, restore=changed)
 
 
 __all__ = ["Engine", "EngineInfo", "ENGINES", "check_environment", "choose", "choose_for_output", "open_engine",

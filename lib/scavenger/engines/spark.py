@@ -66,9 +66,12 @@ def _long_timestamps(df, contract) -> set:
 class SparkEngine(Engine):
     name = "spark"
 
-    def __init__(self, spark, why: str = ""):
+    def __init__(self, spark, why: str = "", restore: dict | None = None):
         super().__init__(why)
         self.spark = spark
+        # the session's settings before this engine changed them ({key: value or None}), put back by close(): a
+        # notebook's session keeps reading nanosecond timestamps as timestamps, its time zone and overwrite mode
+        self._restore = dict(restore or {})
         self._checkpoints: list[str] = []
         self._views: list[str] = []
         self._frames: dict = {}             # in-memory inputs as Spark DataFrames (id of the pyarrow table)
@@ -123,7 +126,7 @@ class SparkEngine(Engine):
         if source.kind == "files":
             # Parquet INT64 nanosecond timestamps (pandas' and pyarrow's default) are refused by Spark unless read
             # as longs; the conform step turns those longs back into timestamps (_long_timestamps)
-            self.spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
+            self._set_conf("spark.sql.legacy.parquet.nanosAsLong", "true")
             for key, groups in source.days.items():
                 if key is not None and days is not None and key not in days:
                     continue
@@ -191,10 +194,19 @@ class SparkEngine(Engine):
         written = write_frame(self._df(sql), uri, partition, dts=dts)
         return len(written)
 
+    def _set_conf(self, key: str, value: str) -> None:
+        if key not in self._restore:
+            self._restore[key] = self.spark.conf.get(key, None)
+        self.spark.conf.set(key, value)
+
     def close(self) -> None:
         self.release()
         self._views, self._checkpoints = self._checkpoints, []
         self.release()
+        from ..session import restore_conf
+
+        restore_conf(self.spark, self._restore)
+        self._restore = {}
 
     def release(self) -> None:
         for v in self._views:
