@@ -269,6 +269,9 @@ def test_engine_and_catalog_reach_every_job():
         for step in steps if isinstance(steps, list) else [steps]:
             build_parser().parse_args([Path(step["application"]).stem, *step["application_args"]])
     assert "--catalog" not in cat["report"]["application_args"]
+    # the trailing window's by-day rows go to the catalog for dt only (earlier days are earlier runs' partitions)
+    for step in (cat["adc"], *cat["evaluate"]):
+        assert step["application_args"][-4:-2] == ["--catalog-days", "last"]
     # an ad-hoc evaluation writes its own directory, never the daily catalog partition of its last day
     adhoc = P.evaluate_plan(C.merge_config(None, json.dumps({**base, "catalog": "scv"})),
                             {"logs": "/wh/logs", "decisions": "/wh/dec", "date_from": "2026-03-01",

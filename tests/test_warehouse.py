@@ -38,10 +38,16 @@ def test_catalog_tables_replaced_per_dt(spark, dataset, tmp_path):
     assert len(q) > 0 and all(len(c) > 0 for c in q["reason_codes"])
     result = json.loads((tmp_path / "a" / "result.json").read_text())
     assert len(q) == result["counts"]["logs"]["rows_quarantined"]
-    assert main(argv + ["--out", str(tmp_path / "b")]) == 0               # a re-run replaces, never appends
+    # a re-run replaces, never appends; --catalog-days last (the daily DAG's trailing window) writes the by-day
+    # rows of the window's last day only, leaving the earlier days' partitions to the runs that own them
+    assert main(argv + ["--out", str(tmp_path / "b"), "--catalog-days", "last"]) == 0
     again = spark.table("scv_test.estimates").toPandas()
     assert len(again) == len(first) and set(again["run_id"]) != set(first["run_id"])
-    assert len(spark.table("scv_test.estimates_by_day").toPandas()) == len(by_day)
+    by_day_again = spark.table("scv_test.estimates_by_day").toPandas()
+    assert len(by_day_again) == len(by_day)
+    run_of_day = by_day_again.groupby(by_day_again["dt"].astype(str))["run_id"].agg(set).to_dict()
+    assert run_of_day["2026-03-01"] == set(by_day.loc[by_day["dt"].astype(str) == "2026-03-01", "run_id"])
+    assert run_of_day["2026-03-02"] == set(again["run_id"])
     assert len(spark.table("scv_test.quarantine_logs").toPandas()) == len(q)
 
 

@@ -72,7 +72,9 @@ def _step(cfg, job, args, python, skip="", catalog: str | None = "config"):
     if cfg["engine"] == "duckdb":
         args = [*args, "--engine", "duckdb"]
     elif catalog and job in CATALOG_JOBS:
-        args = [*args, "--catalog", catalog]
+        # a trailing window's by-day rows go to the catalog for dt only: the window's earlier days belong to the
+        # runs of those days, which a re-run or a backfill of dt must leave alone
+        args = [*args, *(["--catalog-days", "last"] if "--by-day" in args else []), "--catalog", catalog]
     step = {"application": application(cfg, job), "application_args": args,
             "conf": spark_conf(cfg, python), "skip_reason": skip, "engine": cfg["engine"]}
     if cfg.get("py_files") and cfg["engine"] == "spark":

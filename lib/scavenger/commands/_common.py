@@ -49,6 +49,11 @@ def add_output_arguments(parser, what: str) -> None:
     parser.add_argument("--catalog", default=None, metavar="DB",
                         help="also write the result tables, the quarantine and the verdicts as tables of the Spark "
                              "session's catalog in database DB, partitioned by dt (re-running a day replaces it)")
+    parser.add_argument("--catalog-days", choices=("window", "last"), default="window",
+                        help="with --catalog and --by-day, the days of the by-day table written to the catalog: "
+                             "window (default: every day, each day's partition replaced) or last (the window's "
+                             "last day only: a scheduled trailing window, whose earlier days belong to the runs "
+                             "of those days)")
     parser.add_argument("--json", action="store_true", help="print result.json on stdout instead of the summary")
     parser.add_argument("--verbose", action="store_true", help="show Spark's own log lines")
 
@@ -202,11 +207,17 @@ def write_results(args, ctx, tables: dict, window_end) -> dict:
         written[name] = uri
         if getattr(args, "catalog", None):
             extra = frame.assign(run_id=ctx.result.run_id)
+            if "dt" in frame.columns and getattr(args, "catalog_days", "window") == "last":
+                import pandas as pd
+
+                extra = extra[pd.to_datetime(extra["dt"]).dt.date == window_end]
+                if not len(extra):
+                    continue
             table = f"{args.catalog}.{name}"
             catalog.write(ctx.engine_open.spark, extra, table, None if "dt" in frame.columns else window_end)
             written[f"{name}_table"] = table
-            manifest.record(f"{name}_table", table, "catalog", rows=len(frame),
-                            days=set(frame["dt"]) if "dt" in frame.columns else [window_end])
+            manifest.record(f"{name}_table", table, "catalog", rows=len(extra),
+                            days=set(extra["dt"]) if "dt" in extra.columns else [window_end])
     return written
 
 
