@@ -388,3 +388,44 @@ def test_each_registry_dataset_writes_its_own_catalog_database():
     assert plan["validate"]["application_args"][-2:] == ["--catalog", "scv"]
     with pytest.raises(C.ConfigError, match=r"registry\[1\].catalog"):
         C.merge_config(None, json.dumps({**base, "catalog": None, "engine": "duckdb"}))
+
+
+def test_local_engine_streams_the_job_log_and_stops_the_job_on_kill():
+    """engine duckdb: the job's lines reach the task log while it runs (they were held until it ended, and lost
+    when the task was stopped), and stopping the task (on_kill: timeout, marked failed) sends the job SIGTERM."""
+    import threading
+    import time
+
+    from airflow.sdk.exceptions import AirflowException
+
+    op = ScavengerSparkSubmitOperator(task_id="t", step={"application": "/opt/scavenger/jobs/adc.py",
+                                                        "application_args": [], "engine": "duckdb"})
+    op._apply_step()
+    op._local_command = lambda: [sys.executable, "-c", "import time; print('scanning day 1', flush=True); "
+                                                       "time.sleep(120)"]
+    seen, raised = [], []
+
+    class Log:
+        def info(self, fmt, *args):
+            seen.append(fmt % args)
+
+    object.__setattr__(op, "_cached_logger", Log())      # what the operator's `log` property returns
+    assert op.log.__class__ is Log
+
+    def run():
+        try:
+            op._run_local()
+        except AirflowException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.time() + 30
+    while "scanning day 1" not in seen and time.time() < deadline:
+        time.sleep(0.1)
+    assert "scanning day 1" in seen                 # logged while the job still runs
+    start = time.time()
+    op.on_kill()
+    thread.join(30)
+    assert not thread.is_alive() and time.time() - start < 20
+    assert raised and raised[0].returncode == -15   # stopped by SIGTERM

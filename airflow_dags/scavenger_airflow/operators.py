@@ -109,21 +109,54 @@ class ScavengerSparkSubmitOperator(SparkSubmitOperator):
             return {k: result.get(k) for k in ("job", "status", "exit_code", "counts", "outputs")}
         return None
 
+    def _local_command(self) -> list[str]:
+        job = Path(self.application).stem.replace("_", "-")
+        return [sys.executable, "-m", "scavenger", job, *self.application_args]
+
     def _run_local(self) -> None:
         """engine duckdb: the job in a local process (``python -m scavenger <job> ...``), no spark-submit, no JVM;
-        the same exit codes."""
+        the same exit codes. Its output reaches the task log line by line while it runs (it was held until the
+        end, and lost when the task was stopped); a task that is stopped (timeout, marked failed, killed) stops
+        the job with SIGTERM first, so that it records "interrupted" (see :meth:`on_kill`)."""
         import subprocess
 
-        job = Path(self.application).stem.replace("_", "-")
-        cmd = [sys.executable, "-m", "scavenger", job, *self.application_args]
+        cmd = self._local_command()
         self.log.info("running %s", " ".join(cmd))
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        for line in (proc.stdout + proc.stderr).splitlines():
-            self.log.info("%s", line)
-        if proc.returncode:
-            exc = AirflowException(f"scavenger {job} exited {proc.returncode}")
-            exc.returncode = proc.returncode
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                errors="replace")
+        self._local_proc = proc
+        try:
+            for line in proc.stdout:
+                self.log.info("%s", line.rstrip("\n"))
+            code = proc.wait()
+        except BaseException:           # the task's timeout or a stop request, raised in this thread
+            self._stop_local()
+            raise
+        finally:
+            self._local_proc = None
+        if code:
+            exc = AirflowException(f"scavenger {cmd[3] if len(cmd) > 3 else 'job'} exited {code}")
+            exc.returncode = code
             raise exc
+
+    def _stop_local(self, grace: float = 30.0) -> None:
+        proc = getattr(self, "_local_proc", None)
+        if proc is None or proc.poll() is not None:
+            return
+        import subprocess
+
+        proc.terminate()                # the job writes "interrupted" to result.json and its manifest, then exits
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def on_kill(self) -> None:
+        if getattr(self, "_local_proc", None) is not None:
+            self._stop_local()
+            return
+        super().on_kill()
 
     def _publish(self, context, result) -> None:
         """Every output the job wrote becomes an event of the task's outlet Assets, partitioned by the run's dt."""
