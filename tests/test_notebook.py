@@ -97,6 +97,30 @@ def test_api_validate_equals_the_cli(spark, small_generated, tmp_path):
     assert v.table.count() == len(v.pandas)
 
 
+def test_api_takes_the_cli_gate_options(small_generated, tmp_path):
+    """The notebook API's gate takes the CLI's gate flags as keywords, with the CLI's defaults and checks (before:
+    reward_max, cramers_v_max, calibration_scope, duplicates... were a TypeError from GateConfig)."""
+    from scavenger.errors import UsageError
+
+    gen, _ = small_generated
+    opts = dict(cramers_v_max=0.01, calibration_scope="policy", duplicates="quarantine_all", reward_max=2.0)
+    v = scavenger.validate(str(gen / "logs"), checks="a,e", engine="duckdb", **opts)
+    assert cli.main(["validate", "--logs", str(gen / "logs"), "--checks", "a,e", "--no-great-expectations",
+                     "--cramers-v-max", "0.01", "--calibration-scope", "policy", "--duplicates", "quarantine_all",
+                     "--reward-max", "2", "--out", str(tmp_path / "val")]) in (0, 3)
+    g = pd.read_parquet(tmp_path / "val" / "validation")
+    order = ["check", "scope", "verdict", "message"]
+    assert v.pandas.sort_values(order)[order].values.tolist() == g.sort_values(order)[order].values.tolist()
+    assert scavenger.evaluate(str(gen / "logs"), str(gen / "decisions"), estimators=["factored"], engine="duckdb",
+                              gate="report", **opts).pandas["identified"].any()
+    with pytest.raises(UsageError, match="unknown gate option"):
+        scavenger.adc(str(gen / "logs"), engine="duckdb", reward_maximum=2.0)
+    with pytest.raises(UsageError, match="duplicates must be one of"):
+        scavenger.adc(str(gen / "logs"), engine="duckdb", duplicates="drop")
+    with pytest.raises(UsageError, match="--cramers-v-max"):
+        scavenger.adc(str(gen / "logs"), engine="duckdb", cramers_v_max=3)
+
+
 def test_unknown_estimator_is_a_usage_error(spark, small_generated):
     from scavenger.contract import read_decisions, read_logs
     from scavenger.errors import UsageError

@@ -9,7 +9,8 @@
 
 Inputs may be paths or URIs (Parquet partitioned by dt), catalog table names, Spark DataFrames, or pandas /
 pyarrow tables. ``engine`` is auto|duckdb|spark, with the CLI's rule (Spark for DataFrames, tables, remote URIs,
-SPARK_REMOTE; DuckDB for local files and in-memory tables). ``gate`` is enforce|report|off as in the CLI: with
+SPARK_REMOTE; DuckDB for local files and in-memory tables). ``gate`` is enforce|report|off as in the CLI, its
+options the CLI's gate flags as keywords (``reward_max=5``, ``cramers_v_max=0.2``, ``duplicates="quarantine_all"``): with
 enforce, a failed assumption of an estimator asked for by name raises DataCheckFailed; estimates the data cannot
 identify carry ``identified = False`` and the reason. ``stats_dir`` reuses a statistics store like the jobs.
 """
@@ -106,14 +107,48 @@ def _engine(engine: str, inputs):
     return open_engine(name, why, spark=spark)
 
 
+# the CLI's gate flags as keywords (--reward-max -> reward_max), read and checked by the CLI's own code
+GATE_OPTIONS = ("max_quarantine_share", "reward_min", "reward_max", "cramers_v_max", "calibration_scope",
+                "duplicates", "max_slots", "require_full_slates", "quarantine_null_propensity", "great_expectations")
+
+
 def _gate(gate: str, **config):
+    """The gate of the CLI from its flags given as keywords (``reward_max=5``, ``cramers_v_max=0.2``,
+    ``calibration_scope="policy"``, ``duplicates="quarantine_all"``, ...): the same defaults and the same checks
+    (UsageError naming the option); ``rules``/``assumptions`` objects are taken as they are."""
+    import argparse
+    import dataclasses
+
+    from .commands import _common as C
+    from .errors import UsageError
     from .pipelines.common import GATE_MODES, GateConfig
 
     if gate not in GATE_MODES:
-        from .errors import UsageError
-
         raise UsageError(f"gate must be one of {', '.join(GATE_MODES)}, got {gate!r}")
-    return GateConfig(mode=gate, **config)
+    as_is = {k: config.pop(k) for k in [k for k in config if k in {f.name for f in dataclasses.fields(GateConfig)}
+                                         and k not in GATE_OPTIONS]}
+    unknown = sorted(set(config) - set(GATE_OPTIONS))
+    if unknown:
+        raise UsageError(f"unknown gate option(s) {', '.join(unknown)}; the gate takes {', '.join(GATE_OPTIONS)} "
+                         f"(the CLI's gate flags)")
+    parser = argparse.ArgumentParser(add_help=False)
+    C.add_gate_arguments(parser)
+    args = parser.parse_args([])
+    args.gate = gate
+    for action in parser._actions:      # the flags' fixed choices (argparse checks them on a command line)
+        if action.dest in config and action.choices and config[action.dest] not in action.choices:
+            raise UsageError(f"{action.dest} must be one of {', '.join(action.choices)}, got "
+                             f"{config[action.dest]!r}")
+    for key, value in config.items():
+        if key == "great_expectations":
+            args.no_great_expectations = not value
+        else:
+            setattr(args, key, value)
+    try:
+        g = C.gate_config(args)
+    except TypeError as exc:           # a value of the wrong type (e.g. a string for a number)
+        raise UsageError(f"gate options: {exc}") from None
+    return dataclasses.replace(g, **{k: v for k, v in as_is.items() if k != "mode"})
 
 
 def _spark_of(eng):
