@@ -208,10 +208,11 @@ def test_dataframe_without_dt_or_with_unconvertible_columns(original):
     assert r.counts["logs"]["rows_in"] == 160
 
 
-def test_decision_days_the_logs_lack_are_counted_and_judged(original, tmp_path):
+def test_decision_days_the_logs_lack_are_counted_and_judged(original, tmp_path, capsys):
     """Decisions of a day inside --from..--to whose logs partition is missing: no pass reads them, so they are
     counted from their footers (``rows_without_logs``) and judged like quarantined rows (a failed input verdict:
-    exit 3 under --gate enforce), never dropped unseen."""
+    exit 3 under --gate enforce), never dropped unseen. The window's day without logs is named in result.json,
+    on stderr and in the summary (the window read fewer days than asked without a word before)."""
     logs = tmp_path / "logs"
     shutil.copytree(f"{original}/logs", logs)
     shutil.rmtree(sorted(glob.glob(f"{logs}/dt=*"))[-1])
@@ -222,6 +223,9 @@ def test_decision_days_the_logs_lack_are_counted_and_judged(original, tmp_path):
         res = json.load(fh)
     c = res["counts"]["decisions"]
     assert c["rows_without_logs"] > 0 and c["days_without_logs"] == ["2026-03-02"]
+    assert res["counts"]["days_without_logs"] == ["2026-03-02"]
+    said = capsys.readouterr()
+    assert "no logs on 1 day(s) of the window: 2026-03-02" in said.out and "no partition for 1 day(s)" in said.err
     assert any(v["check"] == "input" and v["verdict"] == "fail" and "the logs lack (2026-03-02)" in v["message"]
                for v in res["verdicts"])
 

@@ -237,7 +237,12 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     counts = J.row_counts(stats, undated, orphans)
     absent = days_without_logs(inputs, dates)
     if absent:
+        from ..progress import note
+
         counts["days_without_logs"] = [d.isoformat() for d in absent]
+        note(f"--logs: no partition for {len(absent)} day(s) of the window "
+             f"{(inputs.date_from or dates[0]).isoformat()}..{(inputs.date_to or dates[-1]).isoformat()} "
+             f"({J.day_ranges(absent)}): the statistics cover the {len(dates)} day(s) that have logs")
     verdicts = J.quarantine_rows(counts, gate.max_quarantine_share) + J.absent_days_rows(absent, dates)
     checks = tuple(checks) if gate.mode != "off" else ()
     with phase(None, "gate", f"checks {','.join(checks) or '-'} over {len(dates)} day(s)",
