@@ -90,6 +90,9 @@ def get_spark(app_name: str = "scavenger", master: str | None = None,
     """
     from pyspark.sql import SparkSession
 
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:      # a SPARK_REMOTE set wrong is a setting, even beside a session already active in this process
+        check_remote(remote)
     active = SparkSession.getActiveSession()
     if active is not None and master is None and not conf:
         _apply_defaults(active, changed=changed)
@@ -98,9 +101,6 @@ def get_spark(app_name: str = "scavenger", master: str | None = None,
     # Python workers (only simulations use them) run the driver's interpreter unless the user chose one.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    remote = os.environ.get("SPARK_REMOTE")
-    if remote:
-        check_remote(remote)
     if master and not remote:
         builder = builder.master(master)
     conf = dict(conf or {})

@@ -70,7 +70,7 @@ def _gate_estimators(wanted: list, named: bool, window: Window, gate: GateConfig
     of those targets are refused row by row (:func:`gate_rows`)."""
     keep, refused, grouped = [], [], {}
     for e in wanted:
-        if verdicts is None:
+        if verdicts is None or gate.mode != "enforce":     # report/off keep every estimator: note any failure
             failed = tuple(c for c in registry.get(e).checks if window.check_verdicts.get(c) == A.FAIL)
         else:
             failed = tuple(c for c in registry.get(e).checks if verdicts.failed_everywhere(c, list(policies)))
