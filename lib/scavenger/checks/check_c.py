@@ -7,6 +7,12 @@ import pandas as pd
 from .verdict import FAIL, PASS, WARN, AssumptionConfig, row
 
 
+def unsupported(mass: pd.DataFrame) -> pd.Series:
+    """Rows of (position, ad) pairs with target mass that the events' logging policy never showed (n null or 0)
+    or showed only with a logged propensity of 0 or less; shown with no logged propensity counts as shown."""
+    return mass["n"].isna() | ~(mass["n"].fillna(0) > 0) | (mass["max_p"].notna() & ~(mass["max_p"] > 0))
+
+
 def check_c(mass: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
     """Unsupported target mass per target policy."""
     out = []
@@ -15,7 +21,7 @@ def check_c(mass: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
         # a pair is supported when it was shown; a logged propensity of 0 says it could not have been. Pairs
         # shown with no logged propensity (propensity-free logs) are shown, hence supported: the IPS/PI family
         # says "needs propensities" itself (estimate.slate_rows), and scavenging/factored need none
-        unsup = g["n"].isna() | ~(g["n"].fillna(0) > 0) | (g["max_p"].notna() & ~(g["max_p"] > 0))
+        unsup = unsupported(g)
         share = float(g.loc[unsup, "mass"].sum()) / total if total > 0 else 0.0
         worst_pairs = (g.loc[unsup].sort_values("mass", ascending=False).head(3)
                         .apply(lambda r: f"({r['position']}, {r['ad_id']})", axis=1).tolist())

@@ -132,6 +132,8 @@ def pair_support(stats, policy_id) -> float:
     """The share of the target's mass sum_t pi_k(a | x_t) that lies on (position, ad) pairs its events' logging
     policy showed (with a positive propensity, or none logged): check c's measure, as the IPS/PI family's
     supported_share. NaN where the target places no mass."""
+    from ..checks.check_c import unsupported
+
     tp, ap = stats.table("target_placements"), stats.table("ad_position")
     if not len(tp):
         return math.nan
@@ -142,8 +144,7 @@ def pair_support(stats, policy_id) -> float:
     shown = ap.groupby(["logging_policy", "position", "ad_id"], as_index=False).agg(n=("m", "sum"),
                                                                                      max_p=("max_p", "max"))
     m = tp.rename(columns={"pos_j": "position"}).merge(shown, on=["logging_policy", "position", "ad_id"], how="left")
-    ok = (m["n"].fillna(0) > 0) & ~(m["max_p"].notna() & ~(m["max_p"] > 0))
-    return float(m.loc[ok, "s_p"].sum()) / total
+    return float(m.loc[~unsupported(m), "s_p"].sum()) / total
 
 
 def slot_weight_bounds(stats) -> np.ndarray:

@@ -11,6 +11,7 @@ the type found and the type expected.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
@@ -258,7 +259,7 @@ def check_schema(schema, contract, uri: str, flag: str, partitioned: bool) -> No
             _check_struct_map(found, f, uri, flag, contract)
 
 
-_FIELD_NAME = __import__("re").compile(r"^[A-Za-z0-9_ .:/@+-]+$")
+_FIELD_NAME = re.compile(r"^[A-Za-z0-9_ .:/@+-]+$")
 
 
 def _check_struct_map(found, f, uri: str, flag: str, contract) -> None:
