@@ -30,14 +30,12 @@ def scavenging_sums(stats, by_dt: bool = False) -> pd.DataFrame:
 @dataclass(frozen=True)
 class _Direct:
     """What the direct approach's rows of every policy share: the estimator's name, T (set per policy: the events
-    it has a decision for), ln k (k slates), the reward range of the Theorem 3/4 bounds and that of the EL
-    intervals."""
+    it has a decision for), ln k (k slates), and the range a slate reward can take: the EL intervals' and the
+    Theorem 3/4 bounds' (R = r_hi - r_lo)."""
 
     name: str
     T: float
     log_k: float
-    lo_r: float
-    hi_r: float
     r_lo: float
     r_hi: float
     k_why: str | None = None
@@ -72,7 +70,7 @@ def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
     # R = 4 and a bound 20% too narrow)
     _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(opts, "reward_bounds", None))
     d = _Direct("scavenging_ad" if stats.K == 1 else "scavenging_slate",
-                float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, r_lo, r_hi, r_lo, r_hi, k_why)
+                float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, r_lo, r_hi, k_why)
     strata = ad_strata(ap)
     out = []
     for p in policies:
@@ -131,7 +129,7 @@ def _direct_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts) -> list[dict]:
         out.append(not_identified(p, d.name, d.k_why, n, 1 - opts.delta, **extra))
     elif unsupported == 0:
         log_term = math.log(2.0) + d.log_k + math.log(d.T) - math.log(opts.delta)
-        half = (d.hi_r - d.lo_r) * float(np.sum(share * math.sqrt(2.0 * log_term) * g["inv_sqrt_t"].to_numpy(float)))
+        half = (d.r_hi - d.r_lo) * float(np.sum(share * math.sqrt(2.0 * log_term) * g["inv_sqrt_t"].to_numpy(float)))
         out.append(row(p, d.name, value, se, value - half, value + half, "bound", n, 1 - opts.delta, **extra))
     else:
         out.append(row(p, d.name, value, se, math.nan, math.nan, "none", n, 1 - opts.delta,
@@ -154,7 +152,7 @@ def _theorem4_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts, extra: dict) ->
     v4 = k / T * float(g["s_match_r"].sum())
     var4 = (k * k * float(g["s_match_r2"].sum()) - T * v4 * v4) / (T - 1) if T > 1 else math.nan
     se4 = math.sqrt(max(var4, 0.0) / T) if T > 1 else math.nan
-    h4 = theorem4_halfwidth(T, d.log_k, opts.delta, d.hi_r - d.lo_r)
+    h4 = theorem4_halfwidth(T, d.log_k, opts.delta, d.r_hi - d.r_lo)
     nm, sr, sr2 = float(g["n_match"].sum()), float(g["s_match_r"].sum()), float(g["s_match_r2"].sum())
     lo4, hi4 = el_interval(WeightSums(T, k * nm, k * k * nm, k * sr, k * k * sr, k * k * sr2), 0.0,
                            max(k, 1.0 + 1e-9), d.r_lo, d.r_hi, opts.level)   # w = k on matching events
