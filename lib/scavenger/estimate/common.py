@@ -107,10 +107,12 @@ def weight_and_reward_bounds(stats, declared: tuple | None = None) -> tuple[floa
     """(wmax, ymax, rmin, rmax), the bounds estimators/intervals.slate_interval takes (ymax: ``slot_weight_bounds``)
     of the empirical-likelihood intervals: wmax = prod_k 1/min mu_k over the window's logged
     propensities (estimators/intervals.weight_bound), over the m positions with the smallest min mu_k when no row
-    holds more than m slots (partial slates); rewards in [min(0, r_min, m d_min), max(r_max, m max(d_max, slot max))]
-    (a row's reward sums at most m <= K slot rewards, each within the declared range [d_min, d_max], the rule
-    config's --reward-min/--reward-max, [0, 1] when not given, unless larger ones were logged): the range a slate
-    reward can take, not the one the window happened to show."""
+    holds more than m slots (partial slates); rewards in [min(0, r_min, m d_min), max(r_max, m d_max)] (a row's
+    reward sums at most m <= K slot rewards, each within the declared range [d_min, d_max], the rule config's
+    --reward-min/--reward-max: a slot reward outside it is quarantined, REWARD_OUT_OF_RANGE; without ``declared``,
+    [0, 1] widened to the largest slot reward logged): the range a slate reward can take, not the one the window
+    happened to show. m, r_min and r_max are those of the clean rows: a quarantined row's slots and rewards (a
+    reward of 8 beside a declared maximum of 3) are in no estimate, so they widen no interval."""
     from ..estimators.intervals import weight_bound
 
     ap, lc = stats.table("ad_position"), stats.table("log_counts")
@@ -120,12 +122,14 @@ def weight_and_reward_bounds(stats, declared: tuple | None = None) -> tuple[floa
     min_p = ap.groupby("position")["min_p"].min().to_numpy(float) if len(ap) else np.array([])
     min_p = np.sort(min_p[np.isfinite(min_p) & (min_p > 0)])
     wmax = weight_bound(min_p[:held] if 0 < held < len(min_p) else min_p) if len(ap) else math.inf
-    slot_max = float(lc["max_reward"].max()) if len(lc) and lc["max_reward"].notna().any() else 1.0
     lo, hi = reward_range(stats)
     k_held = max(min(held, stats.K) if held > 0 else stats.K, 1)
-    d_min, d_max = declared if declared is not None else (0.0, 1.0)
+    if declared is None:        # no rule range: the largest slot reward logged (log_counts: every row) widens [0, 1]
+        seen = float(lc["max_reward"].max()) if len(lc) and lc["max_reward"].notna().any() else 1.0
+        declared = (0.0, max(1.0, seen))
+    d_min, d_max = declared
     return (wmax, slot_weight_bounds(stats), min(lo, k_held * min(float(d_min), 0.0)),
-            max(hi, k_held * max(float(d_max), slot_max)))
+            max(hi, k_held * float(d_max)))
 
 
 def pair_support(stats, policy_id) -> float:

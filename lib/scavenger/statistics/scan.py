@@ -24,7 +24,7 @@ from .sql import logs as L
 from .sql import tables as T
 from .tables import split_factored, split_policy_groups
 
-STATS_VERSION = 11  # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
+STATS_VERSION = 12  # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
 #                     factored sums and extra positions (wide columns for the positions most rows hold);
 #                     6: CONTEXT_DUPLICATE_KEY in log_counts; m_r, impressions with a known slot reward
 #                     (ad_position, policy_ads; m_boot counts them); 7: n_short in policy_events; nanosecond
@@ -32,7 +32,8 @@ STATS_VERSION = 11  # 3: one pass in SQL (partial slates, folds, check tables); 
 #                     8: event_ids' id_hash a BIGINT (the hex text before); 9: stochastic re-orderings of
 #                     the logged slate in n_reorder and reorder_pairs; 10: policy_events' n_partial against the
 #                     row's own day's K, with k_held; 11: ID_TOO_LONG,
-#                     CONTEXT_TOO_LONG in log_counts and decision_counts
+#                     CONTEXT_TOO_LONG in log_counts and decision_counts; 12: log_counts' max_slots over the
+#                     clean rows (a quarantined row's slots widened the intervals' reward range)
 WIDE_MIN = 4         # positions 1..min(K, 4) are always wide columns of the flat relation
 WIDE_SHARE = 0.01    # beyond that, position k is a wide column while more than 1% of the clean rows reach it,
 WIDE_ROWS = 100      # and at least 100 of them (a wide column costs the statements K^2 moment sums: one row of

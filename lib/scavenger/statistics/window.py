@@ -23,7 +23,7 @@ from ..progress import phase
 from .copies import IdScope, old_ids, read_ahead, stale_days
 from .scan import ADC_TABLES, StatsConfig, adcs_identifiable, scan_days
 from .store import STORE_LAYOUT, Store, day_signature, fingerprint
-from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables, sorted_day
+from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables, pad_moments, sorted_day
 
 
 @dataclass
@@ -56,6 +56,8 @@ class WindowStats:
     def day(self, d) -> "WindowStats":
         """The statistics of day ``d`` alone (the same stored per-day tables; big relations filtered by dt)."""
         tables = merge_all(self.per_day, [d])
+        if len(tables.get("slate_moments", ())):  # a day stored with fewer positions than the window (its own K):
+            tables["slate_moments"] = pad_moments(tables["slate_moments"], self.K)  # Y_k = 1 beyond, as one scan
         for name, df in self.tables.items():      # a table the day lacks (an empty day): no rows, the columns kept
             tables.setdefault(name, df.iloc[0:0])
         return WindowStats(tables=tables, per_day={d: self.per_day.get(d, {})}, dates=[d],

@@ -98,8 +98,9 @@ FROM scv_ev e LEFT JOIN scv_dups d ON e._rid = d._rid {prior_join}"""
 
 def log_counts(K_cap: int) -> str:
     """Per dt: rows in, rows quarantined, rows per reason, events missing a propensity, and the daily profile the
-    great-expectations suite checks (ranges of propensities, rewards, slate sizes), plus K: the largest position
-    of a clean row (at most ``K_cap``)."""
+    great-expectations suite checks (ranges of propensities, rewards, the smallest slate), plus K: the largest
+    position of a clean row (at most ``K_cap``), and max_slots: the most slots a clean row holds (the intervals'
+    bounds, estimate/common.weight_and_reward_bounds: a quarantined row's slots are no slots a used row holds)."""
     reasons = ",\n  ".join(f"CAST(sum(CASE WHEN {flag(c)} THEN 1 ELSE 0 END) AS BIGINT) AS {c}" for c in LOG_REASONS)
     return f"""
 SELECT dt,
@@ -112,7 +113,7 @@ SELECT dt,
   max({slot_extreme("max", "slots", "s.propensity")}) AS max_propensity,
   min({slot_extreme("min", "slots", "CASE WHEN isnan(s.reward) THEN NULL ELSE s.reward END")}) AS min_reward,
   max({slot_extreme("max", "slots", "CASE WHEN isnan(s.reward) THEN NULL ELSE s.reward END")}) AS max_reward,
-  CAST(min(n_slots) AS BIGINT) AS min_slots, CAST(max(n_slots) AS BIGINT) AS max_slots,
+  CAST(min(n_slots) AS BIGINT) AS min_slots, CAST(max(CASE WHEN clean THEN n_slots END) AS BIGINT) AS max_slots,
   max(CASE WHEN clean THEN {slot_extreme("max", "slots", "s.position")} END) AS k_max,
   count(DISTINCT CASE WHEN clean THEN logging_policy END) AS logging_policies
 FROM (SELECT scv_events.*, {element_columns()} FROM scv_events) e
