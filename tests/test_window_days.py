@@ -110,3 +110,38 @@ def test_a_quarantined_row_widens_no_interval(tmp_path):
             assert (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-12 * max(1.0, abs(x)), (key, col, x, y)
         if b["interval_kind"] == "el":
             assert 0.0 <= float(b["ci_low"]) and float(b["ci_high"]) <= rmax, (key, b["ci_low"], b["ci_high"])
+
+
+def _mixed_k_window(tmp_path):
+    """Days 03-01 and 03-02 of K = 2, day 03-03 of K = 3 over the same ads (ranked: any ad at any position)."""
+    a = build_random(21, K=2, n_ads=6, days=(0, 1), per_day=150, with_nulls=False)
+    b = build_random(22, K=3, n_ads=6, days=(2,), per_day=150, with_nulls=False)
+    b_ads = dict(zip(b["ads"], a["ads"]))
+    for row in b["logs"] + b["decisions"]:
+        for s in row["slots"]:
+            s["ad_id"] = b_ads[s["ad_id"]]
+    data = {"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"], "decisions": a["decisions"] + b["decisions"]}
+    write_parquet(data, str(tmp_path))
+
+
+def test_a_by_day_row_equals_that_day_alone_when_the_window_has_more_positions(tmp_path):
+    """The window's --by-day rows of a K = 2 day (the window has K = 3) equal a run of that day alone, for every
+    estimator: the day is read with its own K. Before, the day took the window's K: its ADC vector lacked C_3 (no row
+    of that day holds position 3), so factored was not identified there though the day alone identifies it, and the
+    slate moments were padded to 3 positions."""
+    _mixed_k_window(tmp_path)
+    _run(tmp_path, tmp_path / "window", "--from", "2026-03-01", "--to", "2026-03-03", "--by-day")
+    _run(tmp_path, tmp_path / "alone", "--from", "2026-03-02", "--to", "2026-03-02")
+    keys = ["policy_id", "estimator", "interval_kind"]
+    by = pd.read_parquet(tmp_path / "window" / "estimates_by_day")
+    by = by[pd.to_datetime(by["dt"]).dt.date == dt.date(2026, 3, 2)].sort_values(keys).reset_index(drop=True)
+    alone = pd.read_parquet(tmp_path / "alone" / "estimates").sort_values(keys).reset_index(drop=True)
+    assert by[keys].astype(str).values.tolist() == alone[keys].astype(str).values.tolist()
+    factored = alone[(alone["estimator"] == "factored") & (alone["policy_id"] == "det")]
+    assert len(factored) and factored["identified"].all()       # the case the window's K hid
+    assert by["identified"].tolist() == alone["identified"].tolist()
+    for col in ("value", "std_error", "ci_low", "ci_high"):
+        x, y = by[col].to_numpy(float), alone[col].to_numpy(float)
+        assert np.array_equal(np.isnan(x), np.isnan(y)), col
+        ok = ~np.isnan(x)
+        np.testing.assert_allclose(x[ok], y[ok], rtol=1e-9, atol=1e-12, err_msg=col)

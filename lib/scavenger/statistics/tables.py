@@ -77,6 +77,19 @@ def pad_moments(df: pd.DataFrame, K: int) -> pd.DataFrame:
     return extend_moments(df.reset_index(drop=True), {}, K, K0)
 
 
+_MOMENT_POSITIONS = re.compile(r"(?:s_(?:r2?)?Y|n_Y_pos|max_Y)_(\d+)|s_(?:r2?)?YY_(\d+)_(\d+)")   # columns of positions
+
+
+def fit_moments(df: pd.DataFrame, K: int) -> pd.DataFrame:
+    """Slate moments as moments of exactly K positions: padded (:func:`pad_moments`), or without the positions beyond
+    K when it holds more (a day scanned in a batch of a larger K, whose rows hold none of them: Y_k = 1 there, so the
+    moments of positions 1..K are those of one scan of that day alone)."""
+    if moments_k(df) <= K:
+        return pad_moments(df, K)
+    beyond = [c for c in df.columns if (m := _MOMENT_POSITIONS.fullmatch(c)) and max(int(g) for g in m.groups() if g) > K]
+    return df.drop(columns=beyond)
+
+
 def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
     """Sum the per-day frames of table ``name`` over dt (keep dt with ``by_dt`` or for per-day tables); max/min
     columns take the max/min; nulls of sums (a sum over no rows) count 0."""

@@ -23,7 +23,7 @@ from ..progress import phase
 from .copies import IdScope, old_ids, read_ahead, stale_days
 from .scan import ADC_TABLES, StatsConfig, adcs_identifiable, scan_days
 from .store import STORE_LAYOUT, Store, day_signature, fingerprint
-from .tables import BIG_COLUMNS, TABLES, merge_all, merge_tables, pad_moments, sorted_day
+from .tables import BIG_COLUMNS, TABLES, fit_moments, merge_all, merge_tables, sorted_day
 
 
 @dataclass
@@ -56,13 +56,16 @@ class WindowStats:
     def day(self, d) -> "WindowStats":
         """The statistics of day ``d`` alone (the same stored per-day tables; big relations filtered by dt)."""
         tables = merge_all(self.per_day, [d])
-        if len(tables.get("slate_moments", ())):  # a day stored with fewer positions than the window (its own K):
-            tables["slate_moments"] = pad_moments(tables["slate_moments"], self.K)  # Y_k = 1 beyond, as one scan
+        # the day's own K (the largest position of its clean rows), as a window of that day alone reads it: its ADC
+        # vector, the direct approach's name and the slate moments are those of the day, whatever K the window has
+        # or the batch it was scanned in had (Y_k = 1 at the positions beyond, which its rows do not hold)
+        K = _day_K(tables, self.K) or self.K
+        if len(tables.get("slate_moments", ())):
+            tables["slate_moments"] = fit_moments(tables["slate_moments"], K)
         for name, df in self.tables.items():      # a table the day lacks (an empty day): no rows, the columns kept
             tables.setdefault(name, df.iloc[0:0])
         return WindowStats(tables=tables, per_day={d: self.per_day.get(d, {})}, dates=[d],
-                           big=self.big, K=self.K, engine=self.engine, only_day=d,
-                           Kw=self.Kw)
+                           big=self.big, K=K, engine=self.engine, only_day=d, Kw=self.Kw)
 
     def big_where(self) -> str:
         """SQL filter of the big relations to this window's days (all of them, or the one day)."""
