@@ -1,7 +1,8 @@
 """``scavenger_daily``: the scheduled warehouse pipeline, one run per day ``dt`` (= the run's ``ds``).
 
-    plan -> validate (gate of the deployment's estimators) -> stats (the day's one pass, per registry dataset)
-         -> adc (trailing window) -> evaluate (per registry dataset, trailing window, and per day) -> report
+    plan -> validate (gate of the deployment's estimators) -> adc (trailing window)
+         -> stats (the day's one pass, per registry dataset, with the ADCs evaluate uses)
+         -> evaluate (per registry dataset, trailing window, and per day) -> report
 
 Outputs are published as Assets (scavenger.validation, .adc, .estimates, .report) whose events carry the dt as
 their partition key, so downstream DAGs can schedule on them. The param ``engine`` (spark | duckdb) runs a day
@@ -96,4 +97,6 @@ with DAG(
         step=registry_jobs.override(task_id="evaluate_jobs")(steps["evaluate"]))
     report = ScavengerSparkSubmitOperator(task_id="report", conn_id=SPARK_CONN_ID, step=steps["report"],
                                           outlets=[ASSETS["report"]])
-    chain(validate, stats, adc, evaluate, report)
+    # adc before stats: the day's statistics are made with the adc task's table (evaluate's --adc), so evaluate
+    # reuses them
+    chain(validate, adc, stats, evaluate, report)

@@ -108,10 +108,10 @@ def test_daily_task_graph(daily):
         "plan": [],
         "validate": ["plan"],
         "stats_jobs": ["plan"],
-        "stats": ["stats_jobs", "validate"],
-        "adc": ["plan", "stats"],
+        "adc": ["plan", "validate"],
+        "stats": ["adc", "stats_jobs"],
         "evaluate_jobs": ["plan"],
-        "evaluate": ["adc", "evaluate_jobs"],
+        "evaluate": ["evaluate_jobs", "stats"],
         "report": ["evaluate", "plan"],
     }
     spark_tasks = {"validate", "stats", "adc", "evaluate", "report"}
@@ -250,6 +250,29 @@ def test_daily_plan_argv_for_one_dt():
         "/srv/out/stats-store/datasets/main", "--by-day", "--out", "/srv/out/evaluate/main/dt=2026-03-10", *rid]
     assert plan["evaluate"][1]["application_args"][:4] == ["--logs", "wh.logs", "--decisions", "wh.alt_decisions"]
     assert plan["report"]["skip_reason"].startswith("report is off")
+
+
+def test_evaluate_merges_the_day_the_stats_task_stored(tmp_path):
+    """The daily DAG's stats task stores dt so that its evaluate reads only the window's other days: with the
+    config's default adc_source (daily), evaluate gets --adc of the adc task, whose stored days hold tables that a
+    day stored with ADCs estimated lacks (reorder_pairs). Before, stats ran without --adc, and evaluate scanned dt
+    a second time (2 days read, 0 from the store, on this 2-day window)."""
+    from scavenger.cli import main
+
+    gen = tmp_path / "gen"
+    assert main(["generate", "--out", str(gen), "--layout", "ranked", "--days", "2", "--ads", "20",
+                 "--events-per-day", "2000", "--start-date", "2026-03-09", "--seed", "3"]) == 0
+    cfg = C.merge_config(None, json.dumps({
+        "root": str(tmp_path / "out"), "logs": str(gen / "logs"), "engine": "duckdb", "window_days": 2,
+        "registry": [{"name": "main", "decisions": str(gen / "decisions"), "policies": []}]}))
+    plan = P.daily_plan(cfg, "2026-03-10")
+    for step in (plan["adc"], plan["stats"][0], plan["evaluate"][0]):      # the DAG's order (test_daily_task_graph)
+        assert main([Path(step["application"]).stem, *step["application_args"]]) == 0
+    result = json.loads((tmp_path / "out" / "evaluate" / "main" / "dt=2026-03-10" / "result.json").read_text())
+    counts = result["counts"]
+    assert (counts["days"], counts["days_scanned"], counts["days_loaded"]) == (2, 1, 1)
+    assert counts["logs"]["rows_in"] == 4000 and counts["rows_read"] == 2000
+    assert result["inputs"]["adc"] == str(tmp_path / "out" / "adc" / "dt=2026-03-10")
 
 
 def test_engine_and_catalog_reach_every_job():

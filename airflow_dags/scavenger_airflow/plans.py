@@ -113,10 +113,12 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
     for entry in cfg["registry"]:
         pol = ["--policies", ",".join(entry["policies"])] if entry["policies"] else []
         name = entry["name"]
-        day_est = ["--estimators", ",".join(cfg["estimators"])] if cfg["estimators"] else []
+        # the day's pass with evaluate's own estimation flags (its --adc above all: ADCs given make tables that
+        # ADCs estimated do not, reorder_pairs and the ADC-based ones, and a stored day lacking a table the window
+        # wants is scanned again), so that evaluate merges this day instead of reading it a second time
         stats.append(_step(cfg, stats_cmd, [
             "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", ds, "--to", ds,
-            *day_est, "--stats-dir", store[name],
+            *_estimation_flags(cfg, cfg, ds), "--stats-dir", store[name],
             "--out", out_dir(cfg, f"stats/{name}", ds), *rid], python, catalog=None))
         evaluate.append(_step(cfg, "evaluate", [
             "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", frm, "--to", to,
