@@ -5,7 +5,7 @@ Used by ``tests/test_cluster.py`` and reusable by benchmarks::
     from cluster_util import StandaloneCluster, submit
 
     with StandaloneCluster(workdir, n_workers=2) as cluster:
-        run = submit("evaluate", ["--logs", ..., "--out", ...], master=cluster.master_url, workdir=workdir)
+        run = submit("evaluate", ["--logs", ..., "--out", ...], master=cluster.master_url, logdir=workdir)
         assert run.returncode == 0, run.tail()
 
 Everything comes from the installed pyspark (``pyspark/bin/spark-class`` and ``pyspark/bin/spark-submit``, found
