@@ -99,8 +99,8 @@ def current() -> Run | None:
 
 def finish(status: str, exit_code, outputs: dict | None = None) -> str | None:
     """Write the manifest last (every ending) and end the run. ``outputs`` (result.json's) adds what the job
-    wrote without recording it here (e.g. generate's logs, written by Spark): kind ``unmarked``, listed with
-    this run's id, no mark of its own to verify."""
+    wrote without recording it here (e.g. generate's logs and decisions, on either engine): kind ``unmarked``,
+    listed with this run's id, no mark of its own to verify."""
     global _current
     with _lock:
         run, _current = _current, None
