@@ -10,8 +10,9 @@ on DuckDB in a local process instead of spark-submit (small deployments).
 
 Every Spark task is ``spark-submit jobs/<name>.py`` through the Spark connection (``spark_default``:
 host ``local[*]``); it writes only ``{root}/<job>/dt=<ds>/`` and a re-run replaces that directory, so runs of
-different days never touch each other's outputs. The day statistics go to the shared store
-``{stats_dir}/<table>/dt=<day>/`` (one partition per day). Settings: scavenger_airflow/config.py (Variables
+different days never touch each other's outputs. The day statistics go to the shared stores
+``{stats_dir}/logs/`` (validate, adc) and ``{stats_dir}/datasets/<registry name>/`` (stats, evaluate), each
+``<table>/dt=<day>/`` (one partition per day). Settings: scavenger_airflow/config.py (Variables
 ``scavenger_config`` / ``scavenger_config_file``, file ``$SCAVENGER_AIRFLOW_CONFIG``), read when ``plan`` runs.
 A failed gate (exit 3) fails ``validate`` without retries, with the validation message in its log, and every
 downstream task ends ``upstream_failed``.

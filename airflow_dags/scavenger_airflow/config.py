@@ -64,7 +64,8 @@ DEFAULTS: dict = {
     "root": str(REPO / "airflow-out"),
     # the checkout that holds jobs/<name>.py (the spark-submit applications)
     "repo": str(REPO),
-    # the statistics store shared by all days: {stats_dir}/<table>/dt=<day>/
+    # the statistics stores shared by all days: {stats_dir}/logs/ and {stats_dir}/datasets/<name>/, each
+    # <table>/dt=<day>/ (plans.stores)
     "stats_dir": None,  # None -> {root}/stats-store
     "logs": str(REPO / "demo-out" / "logs"),
     # the policy registry: each entry = one decisions dataset (path or table) and optionally which policy ids
