@@ -212,7 +212,8 @@ def test_decision_days_the_logs_lack_are_counted_and_judged(original, tmp_path, 
     """Decisions of a day inside --from..--to whose logs partition is missing: no pass reads them, so they are
     counted from their footers (``rows_without_logs``) and judged like quarantined rows (a failed input verdict:
     exit 3 under --gate enforce), never dropped unseen. The window's day without logs is named in result.json,
-    on stderr and in the summary (the window read fewer days than asked without a word before)."""
+    on stderr and in the summary (the window read fewer days than asked without a word before), and the window's
+    label is the one asked for."""
     logs = tmp_path / "logs"
     shutil.copytree(f"{original}/logs", logs)
     shutil.rmtree(sorted(glob.glob(f"{logs}/dt=*"))[-1])
@@ -224,6 +225,9 @@ def test_decision_days_the_logs_lack_are_counted_and_judged(original, tmp_path, 
     c = res["counts"]["decisions"]
     assert c["rows_without_logs"] > 0 and c["days_without_logs"] == ["2026-03-02"]
     assert res["counts"]["days_without_logs"] == ["2026-03-02"]
+    # the label is the window asked for (before, the days with logs: 2026-03-01..2026-03-01)
+    assert res["summary"]["window"] == "2026-03-01..2026-03-02"
+    assert set(pd.read_parquet(tmp_path / "out" / "estimates")["window"]) == {"2026-03-01..2026-03-02"}
     said = capsys.readouterr()
     assert "no logs on 1 day(s) of the window: 2026-03-02" in said.out and "no partition for 1 day(s)" in said.err
     assert any(v["check"] == "input" and v["verdict"] == "fail" and "the logs lack (2026-03-02)" in v["message"]

@@ -236,6 +236,7 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     orphans = decision_rows_without_logs(inputs, dates)
     counts = J.row_counts(stats, undated, orphans)
     absent = days_without_logs(inputs, dates)
+    stats.absent = tuple(absent)
     if absent:
         from ..progress import note
 

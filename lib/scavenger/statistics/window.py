@@ -41,6 +41,7 @@ class WindowStats:
     Kw: int = 0                  # wide positions of this run's scans (0: every day from the store)
     batches: int = 0             # passes this run made (batches of missing days)
     only_day: object = None
+    absent: tuple = ()           # days of the window (--from..--to) the logs hold no row of: in its label, not in dates
 
     def table(self, name: str) -> pd.DataFrame:
         t = TABLES[name]
@@ -49,9 +50,12 @@ class WindowStats:
 
     @property
     def window(self) -> str:
-        if not self.dates:
+        """The window's label: its first..last day, those without logs included (the window the run was asked for;
+        counts.days_without_logs names the days it lacks)."""
+        days = [*self.dates, *self.absent]
+        if not days:
             return ""
-        return f"{min(self.dates).isoformat()}..{max(self.dates).isoformat()}"
+        return f"{min(days).isoformat()}..{max(days).isoformat()}"
 
     def day(self, d) -> "WindowStats":
         """The statistics of day ``d`` alone (the same stored per-day tables; big relations filtered by dt)."""
