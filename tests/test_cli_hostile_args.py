@@ -408,3 +408,13 @@ def test_a_list_of_nothing_is_exit_2(tmp_path, capsys, flag):
     code = main(["evaluate", "--logs", str(tmp_path / "d" / "logs"), "--decisions", str(tmp_path / "d" / "decisions"),
                  "--engine", "duckdb", "--out", str(tmp_path / "o"), flag, " , "])
     assert code == 2 and "names no" in capsys.readouterr().err
+
+
+def test_a_malformed_flag_is_one_line_in_argparse_words(capsys):
+    """A flag argparse refuses is exit 2 with one line, ``scavenger evaluate: error: argument --gate: ...`` (the
+    command's name once; before: ``scavenger: error: scavenger evaluate: argument ...``)."""
+    err = _refused(capsys, ["evaluate", "--gate", "bogus", "--logs", "x", "--out", "y"],
+                   "scavenger evaluate: error: argument --gate: invalid choice: 'bogus'")
+    assert err.count("scavenger") == 1 and len(err.strip().splitlines()) == 1, err
+    err = _refused(capsys, ["bogus"], "scavenger: error: argument COMMAND: invalid choice: 'bogus'")
+    assert len(err.strip().splitlines()) == 1, err

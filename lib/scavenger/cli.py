@@ -31,7 +31,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting, so the job reports exit 2 uniformly."""
 
     def error(self, message):  # noqa: D401
-        raise errors.UsageError(f"{self.prog}: {message}")
+        exc = errors.UsageError(message)
+        exc.prog = self.prog           # "scavenger evaluate: error: argument --gate: ...", as argparse words it
+        raise exc
 
 
 def _load_commands():
@@ -86,7 +88,7 @@ def _main(argv: list[str] | None = None) -> int:
         except SystemExit as exc:  # --help of a subcommand
             return int(exc.code or 0)
     except errors.ScavengerError as exc:
-        print(f"scavenger: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{getattr(exc, 'prog', 'scavenger')}: error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
 
     module = args._module
