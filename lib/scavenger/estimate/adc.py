@@ -50,11 +50,14 @@ def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float) ->
     reasons = adc_identification(ap)
     table["identified"] = [int(p) not in reasons for p in table["position"]]
     table["reason"] = [reasons.get(int(p)) for p in table["position"]]
-    # a ratio with no clicks at position 1 among the ads it uses (naive: at all) has no value either
+    # a ratio whose position-1 rewards among the ads it uses (naive: all) sum to 0 or less has no value either: no
+    # clicks there, or rewards that may be negative (a revenue of -1) summing to a denominator <= 0
     undefined = table["identified"] & ~np.isfinite(table["coefficient"].astype(float))
     table.loc[undefined, "identified"] = False
-    table.loc[undefined, "reason"] = [f"not identifiable: no clicks at position 1 among the ads shown at both "
-                                      f"position 1 and {int(p)}" for p in table.loc[undefined, "position"]]
+    table.loc[undefined, "reason"] = [f"not identifiable: the rewards at position 1 of the ads shown at both "
+                                      f"position 1 and {int(p)} sum to 0 or less (no clicks there), so the ratio "
+                                      f"C_{int(p)} has no positive denominator"
+                                      for p in table.loc[undefined, "position"]]
     bad = ~table["identified"]
     for c in ("coefficient", "std_error", "ci_low", "ci_high"):
         table.loc[bad, c] = math.nan
