@@ -73,6 +73,17 @@ def build_random(seed: int, K: int | None = None, n_ads: int | None = None, days
     return {"K": K, "ads": ads, "logs": logs, "decisions": decs}
 
 
+def joined(a: dict, b: dict) -> dict:
+    """Two build_random sets of different days (and K) as one set over a's ads: b's ads renamed to a's, those beyond
+    a's count keeping their names; K is the larger."""
+    names = dict(zip(b["ads"], a["ads"] + b["ads"][len(a["ads"]):]))
+    for row in b["logs"] + b["decisions"]:
+        for s in row["slots"]:
+            s["ad_id"] = names[s["ad_id"]]
+    return {"K": max(a["K"], b["K"]), "ads": a["ads"], "logs": a["logs"] + b["logs"],
+            "decisions": a["decisions"] + b["decisions"]}
+
+
 def with_hostile_ads(seed: int = 2, per_day: int = 80):
     """K = 2 over six ads whose ids hold the slate key's separators and markers ('x|2:y' at 1 with 'z' at 2, and
     'x' at 1 with 'y|2:z' at 2, were one key unescaped; an ad named '~n' or '<none>'); the first two events show

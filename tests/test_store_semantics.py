@@ -11,7 +11,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from reference import build_random, write_parquet
+from reference import build_random, joined, write_parquet
 from scavenger.cli import main
 
 D0 = dt.date(2026, 3, 1)
@@ -47,13 +47,8 @@ def _set_id(data, day: int, i: int, new: str) -> None:
 
 def _k3_days_then_k2() -> dict:
     """Two days of K = 3 (2026-03-01, 02) and one of K = 2 (03) over the same ads."""
-    a = build_random(5, K=3, n_ads=6, days=(0, 1), per_day=80, with_nulls=False)
-    b = build_random(105, K=2, n_ads=6, days=(2,), per_day=80, with_nulls=False)
-    names = dict(zip(b["ads"], a["ads"]))
-    for row in b["logs"] + b["decisions"]:
-        for s in row["slots"]:
-            s["ad_id"] = names[s["ad_id"]]
-    return {"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"], "decisions": a["decisions"] + b["decisions"]}
+    return joined(build_random(5, K=3, n_ads=6, days=(0, 1), per_day=80, with_nulls=False),
+                  build_random(105, K=2, n_ads=6, days=(2,), per_day=80, with_nulls=False))
 
 
 def test_a_stored_day_keeps_its_own_K(tmp_path):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from reference import build_random, clean, slate_r, write_parquet
+from reference import build_random, clean, joined, slate_r, write_parquet
 from scavenger.cli import main
 
 GATE = ["--engine", "duckdb", "--gate", "report", "--max-quarantine-share", "1", "--no-great-expectations"]
@@ -46,13 +46,8 @@ def test_by_day_from_the_store_reads_a_day_of_fewer_positions(tmp_path):
     each K = 2 day the PI of plain numpy over that day's rows (Y_3 = 1), as the cold window's --by-day does. Before,
     the stored day's slate moments kept their 2 positions beside the window's 3 weight bounds: internal error
     (ValueError: operands could not be broadcast together with shapes (2,) (3,))."""
-    a = build_random(7, K=2, n_ads=6, days=(0, 1), per_day=80, with_nulls=False)
-    b = build_random(8, K=3, n_ads=6, days=(2,), per_day=80, with_nulls=False)
-    b_ads = dict(zip(b["ads"], a["ads"] + b["ads"][len(a["ads"]):]))
-    for row in b["logs"] + b["decisions"]:
-        for s in row["slots"]:
-            s["ad_id"] = b_ads[s["ad_id"]]
-    data = {"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"], "decisions": a["decisions"] + b["decisions"]}
+    data = joined(build_random(7, K=2, n_ads=6, days=(0, 1), per_day=80, with_nulls=False),
+                  build_random(8, K=3, n_ads=6, days=(2,), per_day=80, with_nulls=False))
     for ev in data["logs"]:      # weights of at most 2: enough events a day for the PI family's interval
         for s in ev["slots"]:
             s["propensity"] = 0.5
@@ -114,14 +109,8 @@ def test_a_quarantined_row_widens_no_interval(tmp_path):
 
 def _mixed_k_window(tmp_path):
     """Days 03-01 and 03-02 of K = 2, day 03-03 of K = 3 over the same ads (ranked: any ad at any position)."""
-    a = build_random(21, K=2, n_ads=6, days=(0, 1), per_day=150, with_nulls=False)
-    b = build_random(22, K=3, n_ads=6, days=(2,), per_day=150, with_nulls=False)
-    b_ads = dict(zip(b["ads"], a["ads"]))
-    for row in b["logs"] + b["decisions"]:
-        for s in row["slots"]:
-            s["ad_id"] = b_ads[s["ad_id"]]
-    data = {"K": 3, "ads": a["ads"], "logs": a["logs"] + b["logs"], "decisions": a["decisions"] + b["decisions"]}
-    write_parquet(data, str(tmp_path))
+    write_parquet(joined(build_random(21, K=2, n_ads=6, days=(0, 1), per_day=150, with_nulls=False),
+                         build_random(22, K=3, n_ads=6, days=(2,), per_day=150, with_nulls=False)), str(tmp_path))
 
 
 def test_a_by_day_row_equals_that_day_alone_when_the_window_has_more_positions(tmp_path):
