@@ -202,6 +202,13 @@ def _repeats(field: str) -> str:
             f"ELSE size(array_distinct(array_compact({values}))) < size(array_compact({values})) END")
 
 
+def not_nan(x: str) -> str:
+    """``x`` with NaN as null: a range (min/max) then skips it as it skips a null. Spark and DuckDB order NaN above
+    every number, so one NaN made a day's max NaN, which hid an out-of-range value beside it from the daily suite;
+    the NaN itself is reported by its own rule (PROPENSITY_GT_1, REWARD_NOT_FINITE, PROBABILITY_OUT_OF_RANGE)."""
+    return f"CASE WHEN isnan({x}) THEN NULL ELSE {x} END"
+
+
 def _finite(x: str) -> str:
     return f"(NOT isnan({x}) AND abs({x}) <= {MAX_DOUBLE})"
 

@@ -38,8 +38,9 @@ LEGACY_IDS = "event_ids"
 # counted once in check a's cells; 3: slate_covered, the direct approach's T_a among a policy's decided events;
 # 4: policy_ads, the factored T_a and the re-ordering lift's clicks among them; 5: policy_ads' ev, the factored
 # eligibility strata's T_s / T among them; 6: base_targets' t, the base-policy action's T_a among a policy's decided
-# events; 7: reorder_pairs, the re-ordering estimate's event-level variance).
-STORE_LAYOUT = 7
+# events; 7: reorder_pairs, the re-ordering estimate's event-level variance; 8: log_counts' and decision_counts'
+# ranges leave NaN out, checks.rules.not_nan, where one NaN made a day's max NaN).
+STORE_LAYOUT = 8
 
 
 def _day_files(root: str, days) -> list:

@@ -9,7 +9,7 @@ r pi_p(a)/mu_p(a), the per-row inverse-propensity weight).
 from __future__ import annotations
 
 from ...checks.rules import (DECISION_KEYED, DECISION_REASONS, RuleConfig, any_flag_sql, codes_sql, decision_rules,
-                             element_columns, flag, mask_flags, reason_mask, sum_deviation_sql)
+                             element_columns, flag, mask_flags, not_nan, reason_mask, sum_deviation_sql)
 from .literals import text
 
 
@@ -172,7 +172,7 @@ def flagged(cfg: RuleConfig) -> str:
 
 
 def _d_p(Kw: int) -> str:
-    return ", ".join(f"d_p_{k}" for k in range(1, Kw + 1)) or "CAST(NULL AS DOUBLE)"
+    return ", ".join(not_nan(f"d_p_{k}") for k in range(1, Kw + 1)) or "CAST(NULL AS DOUBLE)"
 
 
 def _fold(fn: str, Kw: int) -> str:
@@ -194,15 +194,16 @@ def decision_counts(Kw: int, cfg: RuleConfig = RuleConfig()) -> str:
     a position's probabilities from 1) and the number of target policies."""
     reasons = ",\n  ".join(f"CAST(sum(CASE WHEN {flag(c)} THEN 1 ELSE 0 END) AS BIGINT) AS {c}"
                            for c in DECISION_REASONS)
+    p = not_nan("x.probability")     # NaN left out of the ranges (rules.not_nan): PROBABILITY_OUT_OF_RANGE counts it
     return f"""
 SELECT dt, count(1) AS rows,
   CAST(sum(CASE WHEN clean THEN 0 ELSE 1 END) AS BIGINT) AS quarantined,
   {reasons},
-  min(CASE WHEN dslots IS NULL THEN {_fold('least', Kw)} ELSE array_min(transform(dslots, x -> x.probability)) END)
+  min(CASE WHEN dslots IS NULL THEN {_fold('least', Kw)} ELSE array_min(transform(dslots, x -> {p})) END)
     AS min_probability,
-  max(CASE WHEN dslots IS NULL THEN {_fold('greatest', Kw)} ELSE array_max(transform(dslots, x -> x.probability)) END)
+  max(CASE WHEN dslots IS NULL THEN {_fold('greatest', Kw)} ELSE array_max(transform(dslots, x -> {p})) END)
     AS max_probability,
-  max(sum_dev) AS max_sum_deviation,
+  max({not_nan("sum_dev")}) AS max_sum_deviation,
   count(DISTINCT policy_id) AS policies
 FROM {flagged(cfg)} j GROUP BY dt"""
 

@@ -7,7 +7,7 @@ whether it holds position k): it contributes through the slots it holds.
 from __future__ import annotations
 
 from ...checks.rules import (LOG_REASONS, RuleConfig, slot_any, codes_sql, flag, element_columns, key_columns,
-                             log_rules, mask_flags, reason_mask, slot_extreme)
+                             log_rules, mask_flags, not_nan, reason_mask, slot_extreme)
 from .literals import text
 
 CONTRACT_COLUMNS = "event_id, event_time, context_id, context, logging_policy, slots, slate_reward, dt"
@@ -98,9 +98,10 @@ FROM scv_ev e LEFT JOIN scv_dups d ON e._rid = d._rid {prior_join}"""
 
 def log_counts(K_cap: int) -> str:
     """Per dt: rows in, rows quarantined, rows per reason, events missing a propensity, and the daily profile the
-    great-expectations suite checks (ranges of propensities, rewards, the smallest slate), plus K: the largest
-    position of a clean row (at most ``K_cap``), and max_slots: the most slots a clean row holds (the intervals'
-    bounds, estimate/common.weight_and_reward_bounds: a quarantined row's slots are no slots a used row holds)."""
+    great-expectations suite checks (ranges of propensities, rewards, the smallest slate; NaN left out of the
+    ranges, rules.not_nan, and counted by its own rule), plus K: the largest position of a clean row (at most
+    ``K_cap``), and max_slots: the most slots a clean row holds (the intervals' bounds,
+    estimate/common.weight_and_reward_bounds: a quarantined row's slots are no slots a used row holds)."""
     reasons = ",\n  ".join(f"CAST(sum(CASE WHEN {flag(c)} THEN 1 ELSE 0 END) AS BIGINT) AS {c}" for c in LOG_REASONS)
     return f"""
 SELECT dt,
@@ -109,10 +110,10 @@ SELECT dt,
   {reasons},
   CAST(sum(CASE WHEN {slot_any("slots", "s.propensity IS NULL")} THEN 1 ELSE 0 END) AS BIGINT)
     AS null_propensity_events,
-  min({slot_extreme("min", "slots", "s.propensity")}) AS min_propensity,
-  max({slot_extreme("max", "slots", "s.propensity")}) AS max_propensity,
-  min({slot_extreme("min", "slots", "CASE WHEN isnan(s.reward) THEN NULL ELSE s.reward END")}) AS min_reward,
-  max({slot_extreme("max", "slots", "CASE WHEN isnan(s.reward) THEN NULL ELSE s.reward END")}) AS max_reward,
+  min({slot_extreme("min", "slots", not_nan("s.propensity"))}) AS min_propensity,
+  max({slot_extreme("max", "slots", not_nan("s.propensity"))}) AS max_propensity,
+  min({slot_extreme("min", "slots", not_nan("s.reward"))}) AS min_reward,
+  max({slot_extreme("max", "slots", not_nan("s.reward"))}) AS max_reward,
   CAST(min(n_slots) AS BIGINT) AS min_slots, CAST(max(CASE WHEN clean THEN n_slots END) AS BIGINT) AS max_slots,
   max(CASE WHEN clean THEN {slot_extreme("max", "slots", "s.position")} END) AS k_max,
   count(DISTINCT CASE WHEN clean THEN logging_policy END) AS logging_policies
