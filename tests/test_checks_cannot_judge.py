@@ -254,3 +254,39 @@ def test_check_e_pooled_contexts_suggest_the_scope():
     for r in rows.values():
         assert "these cells pool 2 values of context_id" in r["message"]
         assert "rerun with --calibration-scope context_id" in r["message"]
+    assert "(no partition of the ads by context_id: 1 of its 9 ads are shown under two values or more)" \
+        in cal["message"]
+
+
+def _campaigns(per_ad: int, campaigns: int = 3, ads: int = 4) -> pd.DataFrame:
+    """One policy's slot table: ``campaigns`` values of context_id with their own ``ads`` ads each (a partition),
+    each ad shown ``per_ad`` times at its logged propensity 1 / ads."""
+    rows = [{"ad_id": f"c{c}/i{i}", "n": per_ad, "stratum_min": f"c{c}", "stratum_max": f"c{c}"}
+            for c in range(campaigns) for i in range(ads)]
+    slot = pd.DataFrame(rows).assign(logging_policy="p", dt="2026-01-01", position=1)
+    return slot.assign(n_p=slot["n"], sum_p=slot["n"] / ads, min_p=1 / ads, max_p=1 / ads)
+
+
+def test_check_e_too_few_impressions_to_find_the_partition_says_what_it_needs():
+    """3 campaigns of 4 ads each, 10 impressions per ad: too few (20 per ad on average) to tell the partition from
+    chance, so the cells are pooled; the message said 'an ad is shown under two values, or too few impressions',
+    now it says it cannot judge and the minimum it needs."""
+    from scavenger.checks import judge as J
+
+    assert A.partition_strata(_campaigns(10)) == {} and A.mixed_scope(_campaigns(10), {}) == {"p": 3}
+    rows = {r["check"]: r for r in J._check_e(None, _campaigns(10), A.AssumptionConfig())}
+    need = ("these cells pool 3 values of context_id (cannot judge whether context_id partitions the ads: its 12 "
+            "ads were shown 10.0 times each on average, and telling a partition from chance needs at least 20 values "
+            "of context_id per ad on average; widen the window); if each value has its own ads and propensities, "
+            "rerun with --calibration-scope context_id")
+    assert rows["e.calibration"]["verdict"] == "fail" and rows["e.calibration"]["statistic"] == 3.0
+    for r in rows.values():
+        assert need in r["message"]
+    # with 20 impressions per ad the partition is found and the cells are compared within each campaign
+    rows = {r["check"]: r for r in J._check_e(None, _campaigns(20), A.AssumptionConfig())}
+    assert rows["e.calibration"]["verdict"] == "pass"
+    assert "within each of the 3 values of context_id, which partition its ads" in rows["e.calibration"]["message"]
+    # fewer than 2 ads per value: no partition, and the message says so (not 'cannot judge')
+    rows = {r["check"]: r for r in J._check_e(None, _campaigns(40, ads=1), A.AssumptionConfig())}
+    assert ("(no partition of the ads by context_id: 3 ads over 3 values, fewer than the 2 per value a partition "
+            "needs)") in rows["e.calibration"]["message"]

@@ -26,7 +26,22 @@ def parse_calibration_scope(text: str | None) -> tuple[str, str | None]:
     return mode, key
 
 
-def partition_strata(slot: pd.DataFrame, min_per_ad: float = 20.0) -> dict:
+MIN_PER_AD = 20.0   # a partition needs this many impressions per ad on average (partition_strata)
+
+
+def _policy_values(slot: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per (policy, ad): lo, hi, n; per policy: split, n_values, ads, mean_n) from the slot table's
+    ``stratum_min`` / ``stratum_max``, every policy at once (one group-by)."""
+    per_ad = plain_text(ordered_text(slot, ["stratum_min", "stratum_max"]).groupby(
+        ["logging_policy", "ad_id"], sort=True, observed=True).agg(
+        lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum")), ["lo", "hi"])
+    pol = per_ad.assign(split=per_ad["lo"] != per_ad["hi"]).groupby(level=0).agg(
+        split=("split", "any"), n_split=("split", "sum"), n_values=("lo", "nunique"), ads=("n", "size"),
+        mean_n=("n", "mean"))
+    return per_ad, pol
+
+
+def partition_strata(slot: pd.DataFrame, min_per_ad: float = MIN_PER_AD) -> dict:
     """Per logging policy whose ads the scope key partitions: ad_id -> its one value (from the ``stratum_min`` /
     ``stratum_max`` of the slot table, checks/judge.slot_table). A partition needs >= 2 values, every ad under one
     value only, >= 2 ads per value and >= ``min_per_ad`` impressions per ad on average (a sparse table looks like a
@@ -34,16 +49,34 @@ def partition_strata(slot: pd.DataFrame, min_per_ad: float = 20.0) -> dict:
     out = {}
     if slot.empty or "stratum_min" not in slot.columns:
         return out
-    # every policy at once (one group-by), then a Series only for the policies that pass
-    per_ad = plain_text(ordered_text(slot, ["stratum_min", "stratum_max"]).groupby(
-        ["logging_policy", "ad_id"], sort=True, observed=True).agg(
-        lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum")), ["lo", "hi"])
-    pol = per_ad.assign(split=per_ad["lo"] != per_ad["hi"]).groupby(level=0).agg(
-        split=("split", "any"), n_values=("lo", "nunique"), ads=("n", "size"), mean_n=("n", "mean"))
+    per_ad, pol = _policy_values(slot)
     ok = pol[~pol["split"] & (pol["n_values"] >= 2) & (pol["ads"] >= 2 * pol["n_values"])
              & (pol["mean_n"] >= min_per_ad)]
     for policy in ok.index:
         out[policy] = per_ad.loc[policy, "lo"]
+    return out
+
+
+def no_partition_reasons(slot: pd.DataFrame, key: str, min_per_ad: float = MIN_PER_AD) -> dict:
+    """Per logging policy whose ads show >= 2 values of ``key`` but that :func:`partition_strata` found no partition
+    for: why, with the counts (an ad under two values or more; fewer than 2 ads per value; or too few impressions
+    per ad to tell a partition from chance, where the check cannot judge and says the minimum it needs)."""
+    if slot.empty or "stratum_min" not in slot.columns:
+        return {}
+    _, pol = _policy_values(slot)
+    out = {}
+    for policy, p in pol[pol["n_values"] >= 2].iterrows():
+        ads, k = int(p["ads"]), int(p["n_values"])
+        if p["split"]:
+            out[policy] = (f"no partition of the ads by {key}: {int(p['n_split'])} of its {ads} ads are shown under "
+                           f"two values or more")
+        elif ads < 2 * k:
+            out[policy] = (f"no partition of the ads by {key}: {ads} ads over {k} values, fewer than the 2 per "
+                           f"value a partition needs")
+        elif p["mean_n"] < min_per_ad:
+            out[policy] = (f"cannot judge whether {key} partitions the ads: its {ads} ads were shown "
+                           f"{float(p['mean_n']):.1f} times each on average, and telling a partition from chance "
+                           f"needs at least {min_per_ad:g} values of {key} per ad on average; widen the window")
     return out
 
 

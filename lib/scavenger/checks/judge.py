@@ -211,10 +211,14 @@ def _check_e(stats, slot: pd.DataFrame, acfg: A.AssumptionConfig) -> list[dict]:
 
 
 def _scope_hints(slot: pd.DataFrame, strata_of: dict, key: str) -> dict:
-    """Per pooled policy whose impressions show >= 2 values of the auto scope's key: the scope to try."""
-    return {p: f"these cells pool {k} values of {key} (no partition of the ads by {key} was found: an ad is "
-               f"shown under two values, or too few impressions); if each value has its own ads and propensities, "
-               f"rerun with --calibration-scope {key}, which compares them within each value"
+    """Per pooled policy whose impressions show >= 2 values of the auto scope's key: why no partition was found
+    (:func:`.calibration.no_partition_reasons`, with the counts a partition needs) and the scope to try."""
+    from .calibration import no_partition_reasons
+
+    why = no_partition_reasons(slot, key)
+    return {p: f"these cells pool {k} values of {key} ({why.get(p, f'no partition of the ads by {key} was found')}"
+               f"); if each value has its own ads and propensities, rerun with --calibration-scope {key}, which "
+               f"compares them within each value"
             for p, k in A.mixed_scope(slot, strata_of).items()}
 
 
