@@ -27,16 +27,32 @@ def check_groups(validation: pd.DataFrame | None, estimates: pd.DataFrame | None
             groups.append({"check": name, "verdict": str(min(g["verdict"], key=rank)), "rows": g,
                            "source": "validate"})
     elif estimates is not None and len(estimates) and "checks" in estimates.columns:
-        seen: dict = {}
-        for est, checks in zip(estimates["estimator"], estimates["checks"]):
-            for token in (checks.split() if isinstance(checks, str) else []):
-                key, _, verdict = token.partition(":")
-                seen.setdefault((key, verdict), set()).add(est)
-        for (key, verdict), ests in seen.items():
-            rows = pd.DataFrame({"scope": [f"estimators {', '.join(sorted(ests))}"], "verdict": [verdict],
-                                 "message": ["verdict recorded by evaluate on its estimates"]})
-            groups.append({"check": key, "verdict": verdict, "rows": rows, "source": "evaluate"})
+        groups = _evaluate_groups(estimates)
     return sorted(groups, key=lambda g: (rank(g["verdict"]), str(g["check"])))
+
+
+def _evaluate_groups(estimates: pd.DataFrame) -> list[dict]:
+    """The verdicts evaluate recorded on its estimates (``checks``: ``a:pass b:fail ...``), one group per check
+    (not per (check, verdict): a check a target's own gate failed for one policy and passed for another is one
+    group, failed), a row per verdict it took naming the estimators and policies that saw it."""
+    policies = estimates["policy_id"] if "policy_id" in estimates.columns else [None] * len(estimates)
+    seen: dict = {}
+    for est, pol, checks in zip(estimates["estimator"], policies, estimates["checks"]):
+        for token in (checks.split() if isinstance(checks, str) else []):
+            key, _, verdict = token.partition(":")
+            ests, pols = seen.setdefault(key, {}).setdefault(verdict or "not_run", (set(), set()))
+            ests.add(str(est))
+            if pol is not None:
+                pols.add(str(pol))
+    groups = []
+    for key, by_verdict in seen.items():
+        order = sorted(by_verdict, key=lambda v: (rank(v), v))
+        scopes = [f"estimators {', '.join(sorted(by_verdict[v][0]))}"
+                  + (f"; policies {', '.join(sorted(by_verdict[v][1]))}" if by_verdict[v][1] else "") for v in order]
+        rows = pd.DataFrame({"scope": scopes, "verdict": order,
+                             "message": ["verdict recorded by evaluate on its estimates"] * len(order)})
+        groups.append({"check": key, "verdict": order[0], "rows": rows, "source": "evaluate"})
+    return groups
 
 
 def _counts(rows: pd.DataFrame) -> str:
