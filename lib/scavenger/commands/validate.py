@@ -72,7 +72,8 @@ def run(args, ctx, prepared) -> None:
         manifest.unmark(docs)               # GE rewrites the site in place: the old mark no longer vouches for it
     with ctx.result.timed("validate"):
         v = validate(engine, inputs, estimators, checks, gate, args.stats_dir, C.quarantine_dir(args),
-                     ctx.result.run_id, C.batch_days(args, engine), docs_dir=docs, max_policies=args.max_policies)
+                     ctx.result.run_id, C.batch_days(args, engine), docs_dir=docs, max_policies=args.max_policies,
+                     stop_on_quarantine=False)     # validation/ and data_docs/ are written before exit 3
     r = ctx.result
     r.outputs.update(C.write_results(args, ctx, {"validation": v.verdict_frame()}, max(v.window.stats.dates)))
     r.outputs["quarantine"] = C.quarantine_dir(args)

@@ -213,8 +213,11 @@ def counted(window: Window):
 
 def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: GateConfig,
                config: StatsConfig = StatsConfig(), store: str | None = None, quarantine_dir: str | None = None,
-               run_id: str = "adhoc", batch_days: int | None = None, decisions_key=None, derived=None) -> Window:
-    """One pass per missing day, merged statistics, and the verdicts of ``checks`` (none with the gate off)."""
+               run_id: str = "adhoc", batch_days: int | None = None, decisions_key=None, derived=None,
+               stop_on_quarantine: bool = True) -> Window:
+    """One pass per missing day, merged statistics, and the verdicts of ``checks`` (none with the gate off).
+    Under ``--gate enforce`` a failed quarantine check raises DataCheckFailed here, unless ``stop_on_quarantine``
+    is False (validate: it writes its verdicts and Data Docs first, then exits 3)."""
     from ..progress import phase
 
     dates, undated = window_days(engine, inputs)
@@ -251,7 +254,7 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
         verdicts += J.assumption_rows(stats, checks, gate.assumptions,
                                       inputs.decisions is not None or bool(derived))
     window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks, tuple(absent))
-    if gate.enforce and window.check_verdicts.get("quarantine") == A.FAIL:
+    if gate.enforce and stop_on_quarantine and window.check_verdicts.get("quarantine") == A.FAIL:
         msgs = [r["message"] for r in verdicts if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL]
         raise DataCheckFailed("; ".join(msgs), verdicts=verdicts, counts=window.record())
     return window

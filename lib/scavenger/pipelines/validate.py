@@ -40,7 +40,11 @@ def checks_to_run(estimators, checks) -> tuple[list, tuple]:
 
 def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store=None, quarantine_dir=None,
              run_id: str = "adhoc", batch_days: int | None = None, docs_dir: str | None = None,
-             max_policies: int = 1000) -> Validation:
+             max_policies: int = 1000, stop_on_quarantine: bool = True) -> Validation:
+    """The gate over the window. ``stop_on_quarantine`` (the notebook API): a quarantined share past the threshold
+    raises DataCheckFailed from the window, before the checks' verdicts and great-expectations; False (``scavenger
+    validate``): the run goes on, the quarantine is one more failed check (``failed``), and the caller writes
+    validation/ and data_docs/ before it exits 3."""
     from ..statistics.scan import StatsConfig
 
     configured = bool(estimators) or bool(checks)   # the user (or the deployment's config) named them
@@ -48,7 +52,8 @@ def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store
     plan = registry.plan_for([e for e in ests if e != "adc"], checks)
     config = StatsConfig(rules=gate.rules, max_policies=max_policies,
                          policies=tuple(inputs.policies) if inputs.policies else None)
-    window = run_window(engine, inputs, checks, plan, gate, config, store, quarantine_dir, run_id, batch_days)
+    window = run_window(engine, inputs, checks, plan, gate, config, store, quarantine_dir, run_id, batch_days,
+                        stop_on_quarantine=stop_on_quarantine)
     ge_rows = []
     if gate.great_expectations:
         from ..checks.ge_window import run_window_suites
@@ -58,18 +63,29 @@ def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store
     failed, not_applicable = _default_set_failures(failed, ests, named=configured)
     counts = window.counts["logs"]
     if failed:
-        first = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts
-                 if r["verdict"] == A.FAIL and not r["check"].startswith("ge.")][:3]
-        names = ", ".join(f"{c} ({A.CHECK_NAMES.get(c, c)})" for c in failed)
-        affected = sorted({e for c in failed for e in registry.estimators_relying_on(c, ests)})
-        message = f"data checks failed: {names}" + (f" -- affects {', '.join(affected)}" if affected else "") \
-            + ". " + "; ".join(first)
+        message = _failed_message(window, failed, ests)
     else:
         message = (f"data checks passed for {', '.join(ests) or 'the checks asked for'}; "
                    f"{counts['rows_quarantined']} of {counts['rows_in']} log rows set aside")
     if not_applicable:
         message += "; " + "; ".join(not_applicable)
     return Validation(window, checks, ests, failed, message, ge_rows, not_applicable)
+
+
+def _failed_message(window: Window, failed: list, ests: list) -> str:
+    """The quarantine's own messages (as the window words them when it stops a job), then the failed checks a-e
+    with the estimators they affect and their first three failed scopes."""
+    parts = [r["message"] for r in window.verdicts
+             if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL] if "quarantine" in failed else []
+    checks = [c for c in failed if c != "quarantine"]
+    if checks:
+        first = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts
+                 if r["verdict"] == A.FAIL and r["check"].split(".")[0] in checks][:3]
+        names = ", ".join(f"{c} ({A.CHECK_NAMES.get(c, c)})" for c in checks)
+        affected = sorted({e for c in checks for e in registry.estimators_relying_on(c, ests)})
+        parts.append(f"data checks failed: {names}" + (f" -- affects {', '.join(affected)}" if affected else "")
+                     + ". " + "; ".join(first))
+    return "; ".join(parts)
 
 
 def _default_set_failures(failed: list, ests: list, named: bool) -> tuple[list, list]:
