@@ -276,8 +276,8 @@ def test_check_e_too_few_impressions_to_find_the_partition_says_what_it_needs():
     assert A.partition_strata(_campaigns(10)) == {} and A.mixed_scope(_campaigns(10), {}) == {"p": 3}
     rows = {r["check"]: r for r in J._check_e(None, _campaigns(10), A.AssumptionConfig())}
     need = ("these cells pool 3 values of context_id (cannot judge whether context_id partitions the ads: its 12 "
-            "ads were shown 10.0 times each on average, and telling a partition from chance needs at least 20 values "
-            "of context_id per ad on average; widen the window); if each value has its own ads and propensities, "
+            "ads were shown 10.0 times each on average, and telling a partition from chance needs at least 20 "
+            "impressions per ad on average; widen the window); if each value has its own ads and propensities, "
             "rerun with --calibration-scope context_id")
     assert rows["e.calibration"]["verdict"] == "fail" and rows["e.calibration"]["statistic"] == 3.0
     for r in rows.values():

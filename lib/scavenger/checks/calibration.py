@@ -76,7 +76,7 @@ def no_partition_reasons(slot: pd.DataFrame, key: str, min_per_ad: float = MIN_P
         elif p["mean_n"] < min_per_ad:
             out[policy] = (f"cannot judge whether {key} partitions the ads: its {ads} ads were shown "
                            f"{float(p['mean_n']):.1f} times each on average, and telling a partition from chance "
-                           f"needs at least {min_per_ad:g} values of {key} per ad on average; widen the window")
+                           f"needs at least {min_per_ad:g} impressions per ad on average; widen the window")
     return out
 
 
