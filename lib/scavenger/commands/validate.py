@@ -61,7 +61,6 @@ def run(args, ctx, prepared) -> None:
     from ..errors import DataCheckFailed
     from ..io import fs
     from ..pipelines.validate import validate
-    from ..statistics.scan import StatsConfig  # noqa: F401
 
     inputs, gate, estimators, checks = prepared
     engine = ctx.engine(inputs)
