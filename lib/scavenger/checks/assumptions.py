@@ -30,7 +30,7 @@ The thresholds and the verdict rows are :mod:`.verdict`; the contingency-table s
 from __future__ import annotations
 
 from .calibration import (binomial_two_sided_p, bonferroni_z, calibration_cells, calibration_slot, mixed_scope,
-                          normal_two_sided_p, parse_calibration_scope, partition_strata, rounding_slack,
+                          no_partition_reasons, normal_two_sided_p, parse_calibration_scope, partition_strata, rounding_slack,
                           window_calibration)
 from .check_a import check_a
 from .check_b import check_b
@@ -43,6 +43,6 @@ from .verdict import (ALL_CHECKS, CHECK_NAMES, FAIL, PASS, VERDICT_COLUMNS, WARN
 
 __all__ = ["ALL_CHECKS", "CHECK_NAMES", "FAIL", "PASS", "VERDICT_COLUMNS", "WARN", "AssumptionConfig", "row",
            "worst", "chi2_cramers_v", "stratified_dependence", "parse_calibration_scope", "partition_strata",
-           "calibration_slot", "calibration_cells", "mixed_scope", "rounding_slack", "binomial_two_sided_p",
+           "calibration_slot", "calibration_cells", "mixed_scope", "no_partition_reasons", "rounding_slack", "binomial_two_sided_p",
            "window_calibration",
            "normal_two_sided_p", "bonferroni_z", "check_a", "check_b", "check_c", "check_d", "check_e"]

@@ -29,16 +29,20 @@ def parse_calibration_scope(text: str | None) -> tuple[str, str | None]:
 MIN_PER_AD = 20.0   # a partition needs this many impressions per ad on average (partition_strata)
 
 
-def _policy_values(slot: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per (policy, ad): lo, hi, n; per policy: split, n_values, ads, mean_n) from the slot table's
-    ``stratum_min`` / ``stratum_max``, every policy at once (one group-by)."""
+def _policy_values(slot: pd.DataFrame, min_per_ad: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per (policy, ad): lo, hi, n; per policy: split, n_values, ads, mean_n and ``why``, the first condition of a
+    partition it misses: ``split`` an ad under two values or more, ``few_ads`` fewer than 2 ads per value, ``thin``
+    fewer than ``min_per_ad`` impressions per ad on average, "" none) from the slot table's ``stratum_min`` /
+    ``stratum_max``, every policy at once (one group-by)."""
     per_ad = plain_text(ordered_text(slot, ["stratum_min", "stratum_max"]).groupby(
         ["logging_policy", "ad_id"], sort=True, observed=True).agg(
         lo=("stratum_min", "min"), hi=("stratum_max", "max"), n=("n", "sum")), ["lo", "hi"])
     pol = per_ad.assign(split=per_ad["lo"] != per_ad["hi"]).groupby(level=0).agg(
         split=("split", "any"), n_split=("split", "sum"), n_values=("lo", "nunique"), ads=("n", "size"),
         mean_n=("n", "mean"))
-    return per_ad, pol
+    pol["why"] = np.select([pol["split"], pol["ads"] < 2 * pol["n_values"], pol["mean_n"] < min_per_ad],
+                           ["split", "few_ads", "thin"], default="")
+    return per_ad, pol[pol["n_values"] >= 2]
 
 
 def partition_strata(slot: pd.DataFrame, min_per_ad: float = MIN_PER_AD) -> dict:
@@ -46,15 +50,10 @@ def partition_strata(slot: pd.DataFrame, min_per_ad: float = MIN_PER_AD) -> dict
     ``stratum_max`` of the slot table, checks/judge.slot_table). A partition needs >= 2 values, every ad under one
     value only, >= 2 ads per value and >= ``min_per_ad`` impressions per ad on average (a sparse table looks like a
     partition by chance)."""
-    out = {}
     if slot.empty or "stratum_min" not in slot.columns:
-        return out
-    per_ad, pol = _policy_values(slot)
-    ok = pol[~pol["split"] & (pol["n_values"] >= 2) & (pol["ads"] >= 2 * pol["n_values"])
-             & (pol["mean_n"] >= min_per_ad)]
-    for policy in ok.index:
-        out[policy] = per_ad.loc[policy, "lo"]
-    return out
+        return {}
+    per_ad, pol = _policy_values(slot, min_per_ad)
+    return {policy: per_ad.loc[policy, "lo"] for policy in pol.index[pol["why"] == ""]}
 
 
 def no_partition_reasons(slot: pd.DataFrame, key: str, min_per_ad: float = MIN_PER_AD) -> dict:
@@ -63,21 +62,16 @@ def no_partition_reasons(slot: pd.DataFrame, key: str, min_per_ad: float = MIN_P
     per ad to tell a partition from chance, where the check cannot judge and says the minimum it needs)."""
     if slot.empty or "stratum_min" not in slot.columns:
         return {}
-    _, pol = _policy_values(slot)
-    out = {}
-    for policy, p in pol[pol["n_values"] >= 2].iterrows():
-        ads, k = int(p["ads"]), int(p["n_values"])
-        if p["split"]:
-            out[policy] = (f"no partition of the ads by {key}: {int(p['n_split'])} of its {ads} ads are shown under "
-                           f"two values or more")
-        elif ads < 2 * k:
-            out[policy] = (f"no partition of the ads by {key}: {ads} ads over {k} values, fewer than the 2 per "
-                           f"value a partition needs")
-        elif p["mean_n"] < min_per_ad:
-            out[policy] = (f"cannot judge whether {key} partitions the ads: its {ads} ads were shown "
-                           f"{float(p['mean_n']):.1f} times each on average, and telling a partition from chance "
-                           f"needs at least {min_per_ad:g} impressions per ad on average; widen the window")
-    return out
+    _, pol = _policy_values(slot, min_per_ad)
+    said = {
+        "split": lambda p: f"no partition of the ads by {key}: {int(p['n_split'])} of its {int(p['ads'])} ads are "
+                           f"shown under two values or more",
+        "few_ads": lambda p: f"no partition of the ads by {key}: {int(p['ads'])} ads over {int(p['n_values'])} "
+                             f"values, fewer than the 2 per value a partition needs",
+        "thin": lambda p: f"cannot judge whether {key} partitions the ads: its {int(p['ads'])} ads were shown "
+                          f"{float(p['mean_n']):.1f} times each on average, and telling a partition from chance "
+                          f"needs at least {min_per_ad:g} impressions per ad on average; widen the window"}
+    return {policy: said[p["why"]](p) for policy, p in pol[pol["why"] != ""].iterrows()}
 
 
 def mixed_scope(slot: pd.DataFrame, strata: dict) -> dict:

@@ -213,9 +213,7 @@ def _check_e(stats, slot: pd.DataFrame, acfg: A.AssumptionConfig) -> list[dict]:
 def _scope_hints(slot: pd.DataFrame, strata_of: dict, key: str) -> dict:
     """Per pooled policy whose impressions show >= 2 values of the auto scope's key: why no partition was found
     (:func:`.calibration.no_partition_reasons`, with the counts a partition needs) and the scope to try."""
-    from .calibration import no_partition_reasons
-
-    why = no_partition_reasons(slot, key)
+    why = A.no_partition_reasons(slot, key)
     return {p: f"these cells pool {k} values of {key} ({why.get(p, f'no partition of the ads by {key} was found')}"
                f"); if each value has its own ads and propensities, rerun with --calibration-scope {key}, which "
                f"compares them within each value"

@@ -255,9 +255,13 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
                                       inputs.decisions is not None or bool(derived))
     window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks, tuple(absent))
     if gate.enforce and stop_on_quarantine and window.check_verdicts.get("quarantine") == A.FAIL:
-        msgs = [r["message"] for r in verdicts if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL]
-        raise DataCheckFailed("; ".join(msgs), verdicts=verdicts, counts=window.record())
+        raise DataCheckFailed("; ".join(quarantine_messages(verdicts)), verdicts=verdicts, counts=window.record())
     return window
+
+
+def quarantine_messages(verdicts: list) -> list[str]:
+    """The failed quarantine (and input) verdicts' messages: what a job stopped by the quarantined share says."""
+    return [r["message"] for r in verdicts if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL]
 
 
 def calibration_stats_config(config: StatsConfig, assumptions: A.AssumptionConfig) -> StatsConfig:

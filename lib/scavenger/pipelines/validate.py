@@ -8,7 +8,7 @@ import pandas as pd
 
 from .. import registry
 from ..checks import assumptions as A
-from .common import GateConfig, Inputs, Window, run_window
+from .common import GateConfig, Inputs, Window, quarantine_messages, run_window
 
 
 @dataclass
@@ -75,8 +75,7 @@ def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store
 def _failed_message(window: Window, failed: list, ests: list) -> str:
     """The quarantine's own messages (as the window words them when it stops a job), then the failed checks a-e
     with the estimators they affect and their first three failed scopes."""
-    parts = [r["message"] for r in window.verdicts
-             if r["check"] in ("quarantine", "input") and r["verdict"] == A.FAIL] if "quarantine" in failed else []
+    parts = quarantine_messages(window.verdicts) if "quarantine" in failed else []
     checks = [c for c in failed if c != "quarantine"]
     if checks:
         first = [f"{r['check']} [{r['scope']}]: {r['message']}" for r in window.verdicts
