@@ -18,12 +18,42 @@ REPO = Path(__file__).resolve().parents[1]
 OBD_DIR = Path(os.environ.get("SCAVENGER_OBD_DIR", REPO.parent / "shared" / "data" / "obd"))
 SCAVENGER = Path(sys.executable).with_name("scavenger")
 
-# Small data: few shuffle partitions, no UI, a 4g heap for the few tests that build sizeable frames.
+# Spark's interpreted evaluation instead of generated code, for every Spark the tests start: on the tests' few
+# thousand rows, compiling each statement's code is most of its time (test_engines.py's table comparisons: 100 s ->
+# 60 s; the whole suite 1,075-1,106 -> 890-983 s on 2 cores). The answers are the same: Spark's own suites run both modes, and
+# a statement whose generated code fails to compile falls back to the interpreter anyway. Generated code stays
+# covered where it matters: the standalone cluster's jobs (cluster_util drops SPARK_CONF_DIR: Spark's defaults),
+# the 1e7-row sums of test_numerics.py (the ``spark_codegen`` fixture) and every benchmark a user runs.
+CODEGEN = {"spark.sql.codegen.wholeStage": ("false", "true"),          # key: (interpreted, Spark's default)
+           "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK")}
+
+
+def _interpreted_spark_conf_dir() -> None:
+    """Point SPARK_CONF_DIR at a directory whose spark-defaults.conf holds CODEGEN's interpreted values, so that the
+    Spark of every subprocess (the CLI, spark-submit under Airflow, the Spark Connect server, the notebook's kernel)
+    reads them; a job's own --conf still wins. An explicit SPARK_CONF_DIR is left alone (pyspark's wheel ships
+    none)."""
+    if os.environ.get("SPARK_CONF_DIR"):
+        return
+    import atexit
+    import shutil
+
+    conf_dir = tempfile.mkdtemp(prefix="scv-test-spark-conf-")
+    atexit.register(shutil.rmtree, conf_dir, True)
+    lines = [f"{key} {interpreted}" for key, (interpreted, _) in CODEGEN.items()]
+    Path(conf_dir, "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+    os.environ["SPARK_CONF_DIR"] = conf_dir
+
+
+_interpreted_spark_conf_dir()
+
+# The in-process session: few shuffle partitions, no UI, a 4g heap for the few tests that build sizeable frames.
 SESSION_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.ui.enabled": "false",
     "spark.driver.memory": "4g",
+    **{key: interpreted for key, (interpreted, _) in CODEGEN.items()},
 }
 
 
@@ -36,6 +66,20 @@ def spark():
                         conf={**SESSION_CONF, "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="scv-wh-")})
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark_codegen(spark):
+    """The suite's session with Spark's generated code for one test (its default; the session runs interpreted,
+    SESSION_CONF): for a test over millions of rows, where interpreting each row costs more than compiling
+    (test_numerics.py's 1e7 rows: 126 s interpreted)."""
+    for key, (_, default) in CODEGEN.items():
+        spark.conf.set(key, default)
+    try:
+        yield spark
+    finally:
+        for key, (interpreted, _) in CODEGEN.items():
+            spark.conf.set(key, interpreted)
 
 
 @pytest.fixture(scope="session")

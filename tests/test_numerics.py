@@ -131,11 +131,11 @@ def test_sums_agree_with_exact_sums_duckdb(heavy):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("heavy", [BIG], indirect=True, ids=["1e7"])
-def test_sums_agree_with_exact_sums_spark(heavy, spark):
+def test_sums_agree_with_exact_sums_spark(heavy, spark_codegen):
     from scavenger.engines import open_engine
 
     path, r, Y = heavy
-    eng = open_engine("spark", "test", spark=spark)
+    eng = open_engine("spark", "test", spark=spark_codegen)
     try:
         got = _engine_sums(eng, path)
     finally:
