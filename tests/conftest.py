@@ -19,10 +19,10 @@ OBD_DIR = Path(os.environ.get("SCAVENGER_OBD_DIR", REPO.parent / "shared" / "dat
 SCAVENGER = Path(sys.executable).with_name("scavenger")
 
 # Spark's interpreted evaluation instead of generated code, for every Spark the tests start: on the tests' few
-# thousand rows, compiling each statement's code is most of its time (test_engines.py's table comparisons: 100 s ->
-# 60 s; the whole suite 1,075-1,106 -> 890-983 s on 2 cores). The answers are the same: Spark's own suites run both modes, and
-# a statement whose generated code fails to compile falls back to the interpreter anyway. Generated code stays
-# covered where it matters: the standalone cluster's jobs (cluster_util drops SPARK_CONF_DIR: Spark's defaults),
+# thousand rows, compiling each statement's code is most of its time (test_engines.py's table comparisons: 100 s -> 60
+# s; the whole suite 1,075-1,106 -> 890-983 s on 2 cores). The answers are the same: Spark's own suites run both
+# modes, and a statement whose generated code fails to compile falls back to the interpreter anyway. Generated code
+# stays covered where it matters: the standalone cluster's jobs (cluster_util drops SPARK_CONF_DIR: Spark's defaults),
 # the 1e7-row sums of test_numerics.py (the ``spark_codegen`` fixture) and every benchmark a user runs.
 CODEGEN = {"spark.sql.codegen.wholeStage": ("false", "true"),          # key: (interpreted, Spark's default)
            "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK")}
