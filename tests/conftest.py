@@ -23,7 +23,7 @@ SCAVENGER = Path(sys.executable).with_name("scavenger")
 # s; the whole suite 1,075-1,106 -> 890-983 s on 2 cores). The answers are the same: Spark's own suites run both
 # modes, and a statement whose generated code fails to compile falls back to the interpreter anyway. Generated code
 # stays covered where it matters: the standalone cluster's jobs (cluster_util drops SPARK_CONF_DIR: Spark's defaults),
-# the 1e7-row sums of test_numerics.py (the ``spark_codegen`` fixture) and every benchmark a user runs.
+# the 1e7-row sums of test_numerics.py (the ``spark_codegen`` fixture) and benchmarks/run outside the tests.
 CODEGEN = {"spark.sql.codegen.wholeStage": ("false", "true"),          # key: (interpreted, Spark's default)
            "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK")}
 
