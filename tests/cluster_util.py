@@ -41,14 +41,20 @@ LOG4J = REPO / "lib" / "scavenger" / "log4j2.properties"
 # serial collector. They change how fast the JVM runs, never what Spark computes. The tests' own session (the
 # ``spark`` fixture) runs for the whole suite, where the full JIT pays off, so it starts without them.
 FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# What conftest.py (spark_jvm.py) added to SPARK_SUBMIT_OPTS for every JVM: interpreted SQL and the class archive;
+# the archive's options alone, for the cluster, which keeps Spark's generated code
+TEST_JVM_OPTS = os.environ.get("SCAVENGER_TEST_JVM_OPTS", "")
+CDS_OPTS = os.environ.get("SCAVENGER_TEST_CDS_OPTS", "")
 
 
 def fast_jvm_env(env: dict | None = None) -> dict:
     """``env`` (default: this process's environment) for a subprocess whose Spark JVMs are short-lived: Spark's
-    launcher adds $SPARK_SUBMIT_OPTS to every java command line, so they start with FAST_JVM_OPTS. An explicit
-    SPARK_SUBMIT_OPTS (even " ", to opt out) wins."""
+    launcher adds $SPARK_SUBMIT_OPTS to every java command line, so they start with FAST_JVM_OPTS besides the tests'
+    own options. An explicit SPARK_SUBMIT_OPTS (even " ", to opt out) wins."""
     env = dict(os.environ if env is None else env)
-    env.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM_OPTS)
+    opts = env.get("SPARK_SUBMIT_OPTS")
+    if opts is None or (TEST_JVM_OPTS and opts.strip() == TEST_JVM_OPTS):
+        env["SPARK_SUBMIT_OPTS"] = f"{FAST_JVM_OPTS} {opts or ''}".strip()
     return env
 
 
@@ -93,8 +99,11 @@ def free_port() -> int:
 
 def spark_env(extra: dict | None = None) -> dict:
     """Environment for spark-class / spark-submit: this pyspark as SPARK_HOME, this interpreter as the Python of
-    driver and executors, everything bound to 127.0.0.1, no spark-defaults.conf from the host."""
+    driver and executors, everything bound to 127.0.0.1, no spark-defaults.conf from the host, Spark's own
+    generated code (SPARK_SUBMIT_OPTS: the class archive of conftest.py only, not its interpreted settings)."""
     env = dict(os.environ)
+    if TEST_JVM_OPTS and env.get("SPARK_SUBMIT_OPTS", "").strip() == TEST_JVM_OPTS:
+        env["SPARK_SUBMIT_OPTS"] = CDS_OPTS
     for key in ("SPARK_CONF_DIR", "SPARK_MASTER_HOST", "SPARK_MASTER_OPTS", "SPARK_WORKER_OPTS",
                 "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"):
         env.pop(key, None)
@@ -224,7 +233,8 @@ class StandaloneCluster:
     ``workdir``. ``start()`` returns once every worker is ALIVE in the master's JSON; ``stop()`` tears down."""
 
     def __init__(self, workdir: str | os.PathLike, n_workers: int = 2, cores: int = 1, memory: str = "1g",
-                 daemon_memory: str = "384m", java_opts: str = FAST_JVM_OPTS, start_timeout: float = 120.0):
+                 daemon_memory: str = "384m", java_opts: str = f"{FAST_JVM_OPTS} {CDS_OPTS}".strip(),
+                 start_timeout: float = 120.0):
         self.workdir = Path(workdir)
         self.n_workers = n_workers
         self.cores = cores
@@ -393,7 +403,7 @@ TEST_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.executor.memory": "768m",
-    "spark.executor.extraJavaOptions": FAST_JVM_OPTS,
+    "spark.executor.extraJavaOptions": f"{FAST_JVM_OPTS} {CDS_OPTS}".strip(),
 }
 
 

@@ -22,30 +22,16 @@ SCAVENGER = Path(sys.executable).with_name("scavenger")
 # thousand rows, compiling each statement's code is most of its time (test_engines.py's table comparisons: 100 s -> 60
 # s; the whole suite 1,075-1,106 -> 890-983 s on 2 cores). The answers are the same: Spark's own suites run both
 # modes, and a statement whose generated code fails to compile falls back to the interpreter anyway. Generated code
-# stays covered where it matters: the standalone cluster's jobs (cluster_util drops SPARK_CONF_DIR: Spark's defaults),
-# the 1e7-row sums of test_numerics.py (the ``spark_codegen`` fixture) and benchmarks/run outside the tests.
+# stays covered where it matters: the standalone cluster's jobs (cluster_util gives them Spark's defaults), the
+# 1e7-row sums of test_numerics.py (the ``spark_codegen`` fixture) and benchmarks/run outside the tests.
 CODEGEN = {"spark.sql.codegen.wholeStage": ("false", "true"),          # key: (interpreted, Spark's default)
            "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK")}
 
-
-def _interpreted_spark_conf_dir() -> None:
-    """Point SPARK_CONF_DIR at a directory whose spark-defaults.conf holds CODEGEN's interpreted values, so that the
-    Spark of every subprocess (the CLI, spark-submit under Airflow, the Spark Connect server, the notebook's kernel)
-    reads them; a job's own --conf still wins. An explicit SPARK_CONF_DIR is left alone (pyspark's wheel ships
-    none)."""
-    if os.environ.get("SPARK_CONF_DIR"):
-        return
-    import atexit
-    import shutil
-
-    conf_dir = tempfile.mkdtemp(prefix="scv-test-spark-conf-")
-    atexit.register(shutil.rmtree, conf_dir, True)
-    lines = [f"{key} {interpreted}" for key, (interpreted, _) in CODEGEN.items()]
-    Path(conf_dir, "spark-defaults.conf").write_text("\n".join(lines) + "\n")
-    os.environ["SPARK_CONF_DIR"] = conf_dir
-
-
-_interpreted_spark_conf_dir()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# CODEGEN's interpreted values and a class-data-sharing archive of Spark's classes, for every JVM of every Spark
+# the tests start (the CLI, spark-submit under Airflow, the Spark Connect server, the notebook's kernel, this
+# process's session), through SPARK_SUBMIT_OPTS: see spark_jvm.py
+from spark_jvm import set_test_jvm_opts, stop_builder  # noqa: E402
 
 # The in-process session: few shuffle partitions, no UI, a 4g heap for the few tests that build sizeable frames.
 SESSION_CONF = {
@@ -101,6 +87,16 @@ def run_cli(*args, timeout: float = 600, env: dict | None = None, cwd=None) -> s
 def cli():
     """``cli("evaluate", "--logs", ...)``: the CLI as a user runs it; returns the CompletedProcess."""
     return run_cli
+
+
+def pytest_configure(config):
+    # before xdist starts its workers, which inherit the environment; a run that leaves Spark out (make test-fast)
+    # builds no class archive
+    set_test_jvm_opts(CODEGEN, build="not spark" not in (config.option.markexpr or ""))
+
+
+def pytest_unconfigure(config):
+    stop_builder()      # a class archive still being built when the run ends (spark_jvm.py)
 
 
 def pytest_collection_modifyitems(items):

@@ -8,7 +8,7 @@ AIRFLOW_HOME (``python tests/test_airflow_e2e.py WORKDIR SIM`` returns the runs'
 * on ``contextual`` logs (engine duckdb) the run stops at the gate: ``validate`` fails (exit 3, no retry) with the
   failing check in the log and in result.json, and every downstream task ends ``upstream_failed``;
 * ``scavenger_evaluate`` with params for the same window and the daily ADC table reproduces the daily estimates;
-  a run with a bad param is refused before any task runs.
+  a run with a bad param is refused before any task runs (also in the helper: the test process migrates no DB).
 Skipped without Airflow; marked e2e and slow (Airflow DAG runs; the Spark jobs are spark-submits with their own
 JVMs).
 """
@@ -77,13 +77,6 @@ def _logical(day: str):
 def _migrate() -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], capture_output=True, text=True,
                           timeout=600)
-
-
-@pytest.fixture(scope="module")
-def airflow_db():
-    """This process's Airflow metadata DB (its own AIRFLOW_HOME): the migration's exit code and stderr."""
-    proc = _migrate()
-    return {"returncode": proc.returncode, "stderr": proc.stderr[-3000:]}
 
 
 def _generate_sim(base: Path) -> Path:
@@ -202,6 +195,17 @@ def _run_dags(work: Path, sim: Path) -> dict:
     run = evaluate_dag.test(logical_date=_logical(DAY2), run_conf=conf)
     adhoc = list((root / "evaluate-adhoc").glob(f"{DAY1}_{DAY2}_*"))
     out["evaluate"] = {"states": _states(run), "adhoc": adhoc, "tables": [_tables(d) for d in adhoc]}
+
+    # a bad param: refused before any task runs (the exception's type and text, for the test)
+    bad_dag = _load_dag("scavenger_evaluate")
+    out["plan_retries"].append(bad_dag.task_dict["plan"].retries)
+    before = set((root / "evaluate-adhoc").glob("*"))
+    try:
+        bad_dag.test(logical_date=_logical(DAY1), run_conf={"prior_mean": -1.0})
+        out["bad_param"] = {"raised": None}
+    except Exception as exc:  # noqa: BLE001 - the test asserts which exception this is
+        out["bad_param"] = {"raised": type(exc).__name__, "message": str(exc)}
+    out["bad_param"]["new_outputs"] = sorted(str(p) for p in set((root / "evaluate-adhoc").glob("*")) - before)
     return out
 
 
@@ -236,7 +240,7 @@ def daily_runs(dag_runs) -> dict:
 def test_helper_process_ran_every_dag(dag_runs):
     assert dag_runs["returncode"] == 0, dag_runs["stderr"][-4000:]
     assert dag_runs["migrate"]["returncode"] == 0, dag_runs["migrate"]["stderr"]
-    assert dag_runs["plan_retries"] == [0, 0, 0]      # the private DAG copies fail a failing job at once
+    assert dag_runs["plan_retries"] == [0, 0, 0, 0]      # the private DAG copies fail a failing job at once
     assert {"daily", "gate", "evaluate"} <= set(dag_runs)
 
 
@@ -336,16 +340,12 @@ def test_evaluate_dag_reproduces_the_daily_estimates(dag_runs):
     _assert_same_tables({k: v for k, v in tables.items() if k != "estimates_by_day"}, evaluate["tables"][0])
 
 
-def test_evaluate_dag_refuses_a_bad_param_before_running(airflow_db, daily_runs):
-    from airflow.sdk.definitions.param import ParamValidationError
-
-    assert airflow_db["returncode"] == 0, airflow_db["stderr"]
-    dag = _load_dag("scavenger_evaluate")
-    assert dag.task_dict["plan"].retries == 0
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_VAR_SCAVENGER_CONFIG", json.dumps(daily_runs["cfg"]))
-        with pytest.raises(ParamValidationError, match="Invalid input for param prior_mean"):
-            dag.test(logical_date=_logical(DAY1), run_conf={"prior_mean": -1.0})
+def test_evaluate_dag_refuses_a_bad_param_before_running(dag_runs):
+    """Run in the helper process (its Airflow DB; this process needs none): dag.test with prior_mean=-1."""
+    bad = dag_runs["bad_param"]
+    assert bad["raised"] == "ParamValidationError", bad
+    assert "Invalid input for param prior_mean" in bad["message"], bad
+    assert bad["new_outputs"] == []             # no task ran: the evaluate job wrote nothing
 
 
 if __name__ == "__main__":
