@@ -52,10 +52,15 @@ def fast_jvm_env(env: dict | None = None) -> dict:
     launcher adds $SPARK_SUBMIT_OPTS to every java command line, so they start with FAST_JVM_OPTS besides the tests'
     own options. An explicit SPARK_SUBMIT_OPTS (even " ", to opt out) wins."""
     env = dict(os.environ if env is None else env)
-    opts = env.get("SPARK_SUBMIT_OPTS")
-    if opts is None or (TEST_JVM_OPTS and opts.strip() == TEST_JVM_OPTS):
-        env["SPARK_SUBMIT_OPTS"] = f"{FAST_JVM_OPTS} {opts or ''}".strip()
+    if _tests_own_submit_opts(env):
+        env["SPARK_SUBMIT_OPTS"] = f"{FAST_JVM_OPTS} {env.get('SPARK_SUBMIT_OPTS', '')}".strip()
     return env
+
+
+def _tests_own_submit_opts(env: dict) -> bool:
+    """SPARK_SUBMIT_OPTS is unset or holds only what conftest.py put there (no developer's own options)."""
+    opts = env.get("SPARK_SUBMIT_OPTS")
+    return opts is None or bool(TEST_JVM_OPTS) and opts.strip() == TEST_JVM_OPTS
 
 
 # --------------------------------------------------------------------------------------------------- locations
@@ -102,7 +107,7 @@ def spark_env(extra: dict | None = None) -> dict:
     driver and executors, everything bound to 127.0.0.1, no spark-defaults.conf from the host, Spark's own
     generated code (SPARK_SUBMIT_OPTS: the class archive of conftest.py only, not its interpreted settings)."""
     env = dict(os.environ)
-    if TEST_JVM_OPTS and env.get("SPARK_SUBMIT_OPTS", "").strip() == TEST_JVM_OPTS:
+    if "SPARK_SUBMIT_OPTS" in env and _tests_own_submit_opts(env):
         env["SPARK_SUBMIT_OPTS"] = CDS_OPTS
     for key in ("SPARK_CONF_DIR", "SPARK_MASTER_HOST", "SPARK_MASTER_OPTS", "SPARK_WORKER_OPTS",
                 "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET"):

@@ -4,9 +4,9 @@ each java command line: pyspark's own session, the CLI's, spark-submit under Air
 * Spark's interpreted evaluation instead of generated code (``-Dspark.sql.codegen...``: Spark reads ``spark.*``
   system properties as settings; a job's ``--conf`` or a builder's ``.config`` still wins);
 * a class-data-sharing archive of the classes a Spark job loads (``-XX:SharedArchiveFile``, JDK 13+): a JVM maps
-  them instead of reading, parsing and verifying them from Spark's jars. Measured on 2 cores: a one-job
-  ``spark-submit jobs/evaluate.py`` of small logs 40-44 s of CPU without it, 39-41 s with it; with the C1-only JIT
-  of cluster_util 26 s without, 22 s with; a bare session start 6.2 -> 3.4 s.
+  them instead of reading, parsing and verifying them from Spark's jars. Measured on 2 cores, a one-job
+  ``spark-submit jobs/evaluate.py`` of small logs: interpreted with the C1-only JIT of cluster_util (as the tests'
+  short-lived JVMs run) 29.8 s of CPU without it, 23.7 s with it; a bare session start 6.2 -> 3.4 s.
 
 The archive is built once per JDK and pyspark install (a key of both, under the temp directory) by one small
 ``scavenger evaluate`` on Spark whose JVM dumps the classes it loaded at exit. A JVM that cannot use it (another
