@@ -29,6 +29,7 @@ def statements():
         out += [("events", L.events(cfg)), ("duplicate_ids", L.duplicate_ids()), ("duplicates", L.duplicates()),
                 ("prior_hits", L.prior_hits()), ("duplicate_decision_hashes", D.duplicate_decision_hashes()),
                 ("duplicate_decisions", D.duplicate_decisions()),
+                ("duplicate_decisions without repeats", D.duplicate_decisions(False)),
                 ("events_view", L.events_view(cfg, True)), ("log_counts", L.log_counts(64)),
                 ("quarantined_logs", L.quarantined("r'1")), ("event_ids", L.event_ids()), ("qkeys", D.qkeys()),
                 ("row_positions", L.row_positions()), ("quarantined_decisions", D.quarantined("r")),
@@ -452,3 +453,81 @@ def test_builtin_reorderings_equal_between_engines_on_partial_slates(spark, tmp_
     held = {e["event_id"]: sorted(s["position"] for s in e["slots"]) for e in data["logs"]}
     assert all([p for p, _ in v] == held[e] for e, v in got["spark"].items())
     assert sum(h != list(range(1, len(h) + 1)) for h in held.values()) >= 2
+
+
+def _random_entries(rng, n_rows: int) -> list:
+    """Decision entry lists of 0-40 entries at positions 1-3 (or null), over four ads (or null), with repeated
+    (position, ad) pairs, probabilities of 0, 1, fractions and null, now and then a null entry or list."""
+    rows = []
+    for _ in range(n_rows):
+        n = int(rng.choice([0, 1, 2, 3, 4, 5, 6, 8, 12, 40]))
+        entries = []
+        for _ in range(n):
+            if rng.random() < 0.03:
+                entries.append(None)
+                continue
+            pos = None if rng.random() < 0.03 else int(rng.integers(1, 4))
+            ad = None if rng.random() < 0.03 else str(rng.choice(list("abcd")))
+            prob = None if rng.random() < 0.05 else float(rng.choice([0.0, 1.0, 0.5, 0.25, 1 / 3, 2 / 3, 1e-7, 0.2]))
+            entries.append({"position": pos, "ad_id": ad, "probability": prob})
+        rows.append(None if rng.random() < 0.02 else entries)
+    return rows
+
+
+def _deviation_and_det(entries):
+    """Plain Python: max_p |sum of p's probabilities - 1| (null counts 0; None without a position), and det: true
+    without an entry of probability in (0, 1); else up to DET_PAIRWISE entries no such entry shares its position
+    with another ad of positive probability, and beyond, as many distinct (position, ad) pairs as positions among
+    the entries of positive probability."""
+    from scavenger.statistics.sql.decisions import DET_PAIRWISE
+
+    if entries is None:
+        return None, None
+    kept = [e for e in entries if e is not None and e["position"] is not None]
+    sums = {}
+    for e in kept:
+        sums[e["position"]] = sums.get(e["position"], 0.0) + (e["probability"] or 0.0)
+    dev = max((abs(s - 1.0) for s in sums.values()), default=None)
+    frac = [e for e in entries if e is not None and e["probability"] is not None and 0 < e["probability"] < 1]
+    held = [e for e in kept if e["ad_id"] is not None and (e["probability"] or 0.0) > 0]
+    if not frac:
+        det = True
+    elif len(entries) <= DET_PAIRWISE:
+        det = not any(y["position"] == x["position"] and x["ad_id"] is not None and y["ad_id"] != x["ad_id"]
+                      for x in frac if x["position"] is not None for y in held)
+    else:
+        det = len({(e["position"], e["ad_id"]) for e in held}) == len({e["position"] for e in held})
+    return dev, det
+
+
+def test_probability_sums_and_det_of_listed_decisions_equal_plain_python(spark):
+    """The join's sum_dev and det of a listed decision (rules.sum_deviation_sql, decisions.listed_det over its
+    sorted entries) equal a plain-Python computation on 3,000 odd entry lists, on both engines."""
+    import duckdb
+    import pyarrow as pa
+
+    from scavenger.checks.rules import sum_deviation_sql
+    from scavenger.engines.dialect import to_duckdb
+    from scavenger.statistics.sql.decisions import listed_det, sorted_entries
+
+    rows = _random_entries(np.random.default_rng(11), 3000)
+    entry = pa.struct([("position", pa.int32()), ("ad_id", pa.string()), ("probability", pa.float64())])
+    table = pa.table({"id": list(range(len(rows))), "slots": pa.array(rows, type=pa.list_(entry))})
+    sql = (f"SELECT id, {sum_deviation_sql('ds')} AS dev, {listed_det('ds')} AS det "
+           f"FROM (SELECT id, {sorted_entries('slots')} AS ds FROM t) q")
+    con = duckdb.connect()
+    con.register("t", table)
+    duck = con.execute(to_duckdb(sql, "listed")).df().sort_values("id")
+    spark.createDataFrame(table.to_pandas().astype(object).where(table.to_pandas().notna(), None),
+                          "id long, slots array<struct<position:int, ad_id:string, probability:double>>") \
+        .createOrReplaceTempView("scv_test_entries")
+    sp = spark.sql(sql.replace("FROM t)", "FROM scv_test_entries)")).toPandas().sort_values("id")
+    want = [_deviation_and_det(r) for r in rows]
+    for got in (duck, sp):
+        for (dev, det), g_dev, g_det in zip(want, got["dev"], got["det"]):
+            if dev is None:
+                assert pd.isna(g_dev)
+            else:
+                assert g_dev == pytest.approx(dev, rel=1e-12, abs=1e-15)
+            assert (None if pd.isna(g_det) else bool(g_det)) == det
+    assert 0 < sum(d for _, d in want if d is not None) < len(rows)

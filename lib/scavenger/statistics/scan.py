@@ -191,7 +191,7 @@ def _prepare(engine, config: StatsConfig, sizes: tuple, stratum: str, wanted: se
     out += [L.event_ids()]
     if decisions:
         out += [D.policy_count(), D.decision_policies(config.rules), D.qkeys(), D.duplicate_decision_hashes(),
-                D.duplicate_decisions(), D.joined(config.rules, K, Kw, _rewards(wanted)),
+                D.duplicate_decisions(False), D.joined(config.rules, K, Kw, _rewards(wanted)),
                 D.decision_counts(Kw, config.rules), DT.policy_groups(held, Kw)]
         out += [DT.factored(Kw)] if "factored" in wanted else []
         out += [DT.target_placements(Kw)] + ([DT.policy_ads(Kw)] if "policy_ads" in wanted else [])
@@ -257,7 +257,8 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
     tables["decision_policies"] = engine.fetch(D.decision_policies(cfg), "decision_policies")
     engine.materialize("scv_qkeys", D.qkeys())
     engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
-    engine.materialize("scv_dup_dec", D.duplicate_decisions())
+    repeats = int(engine.fetch("SELECT count(1) AS n FROM scv_dup_dec_hashes", "repeated_hashes")["n"].iloc[0])
+    engine.materialize("scv_dup_dec", D.duplicate_decisions(repeats > 0))
     engine.materialize("scv_joined", D.joined(cfg, K, Kw, _rewards(wanted)))
     dec_counts = engine.fetch(D.decision_counts(Kw, cfg), "decision_counts")
     tables["decision_counts"] = dec_counts

@@ -24,21 +24,26 @@ _KEYED = "event_id IS NOT NULL AND dt IS NOT NULL AND policy_id IS NOT NULL"
 
 def duplicate_decision_hashes() -> str:
     """scv_dup_dec_hashes: the hashes of (event_id, dt, policy_id) that occur more than once: every repeated key,
-    and keys that only share a hash. One integer grouped instead of three keys (16M decisions on DuckDB: 2.8 s ->
+    and keys that only share a hash. Integers grouped instead of three keys (16M decisions on DuckDB: 2.8 s ->
     1.3-1.9 s; Spark the same); :func:`duplicate_decisions` then compares the keys themselves, so either engine's
-    ``hash`` gives the same result."""
+    ``hash`` gives the same result. Two hashes of the key (its fields in two orders): Spark's ``hash`` has 32 bits,
+    so 4M keys already share about 1,900 of them by chance and 32M about 119,000; with 64 bits the table is empty
+    when no key repeats and the decisions need no second read (scan.py)."""
     return f"""
-SELECT hash(event_id, dt, policy_id) AS hk FROM scv_dec WHERE {_KEYED}
-GROUP BY hash(event_id, dt, policy_id) HAVING count(1) > 1"""
+SELECT hash(event_id, dt, policy_id) AS hk, hash(policy_id, event_id, dt) AS hk2 FROM scv_dec WHERE {_KEYED}
+GROUP BY hash(event_id, dt, policy_id), hash(policy_id, event_id, dt) HAVING count(1) > 1"""
 
 
-def duplicate_decisions() -> str:
+def duplicate_decisions(repeats: bool = True) -> str:
     """scv_dup_dec: the (event_id, dt, policy_id) keys read more than once (usually none), how often and the first
     row read, counted among the rows whose hash repeats. Materialized on its own: Spark then broadcasts it to the
-    join instead of shuffling every decision."""
+    join instead of shuffling every decision. ``repeats=False`` (scv_dup_dec_hashes is empty): the same columns
+    and no row, without reading the decisions again (Spark reads every decision to test the hash: 8 policies of
+    4M events, 11.6 s)."""
+    among = "hash(event_id, dt, policy_id) IN (SELECT hk FROM scv_dup_dec_hashes)" if repeats else "false"
     return f"""
 SELECT event_id, dt, policy_id, count(1) AS dup_n, min(_rid) AS first_rid
-FROM scv_dec WHERE {_KEYED} AND hash(event_id, dt, policy_id) IN (SELECT hk FROM scv_dup_dec_hashes)
+FROM scv_dec WHERE {_KEYED} AND {among}
 GROUP BY event_id, dt, policy_id HAVING count(1) > 1"""
 
 
@@ -141,12 +146,7 @@ WITH d AS (
   FROM f
 ), p AS (
   SELECT g.*, NOT (reasons <> 0 OR {any_flag_sql(keyed)}) AS clean,
-    CASE WHEN simple THEN {det_simple}
-         WHEN size(filter(dslots, x -> x.probability > 0 AND x.probability < 1)) = 0 THEN true
-         WHEN size(dslots) <= {DET_PAIRWISE} THEN size(filter(dslots, x -> x.probability > 0 AND x.probability < 1
-                  AND size(filter(dslots, y -> y.position = x.position AND y.probability > 0
-                  AND y.ad_id <> x.ad_id)) > 0)) = 0
-         ELSE {_one_ad_per_position('dslots')} END AS det
+    CASE WHEN simple THEN {det_simple} ELSE {listed_det('dslots')} END AS det
   FROM g
 )
 SELECT {", ".join(out)}
@@ -154,6 +154,17 @@ FROM p"""
 
 
 DET_PAIRWISE = 32   # det compares a decision's entries pairwise up to this many (quadratic: 20,000 took 26 s)
+
+
+def listed_det(entries: str) -> str:
+    """``det`` of a listed decision (``entries``): no entry of probability in (0, 1) shares its position with
+    another ad of positive probability; pairwise up to DET_PAIRWISE entries, by distinct pairs beyond
+    (:func:`_one_ad_per_position`)."""
+    return (f"CASE WHEN size(filter({entries}, x -> x.probability > 0 AND x.probability < 1)) = 0 THEN true "
+            f"WHEN size({entries}) <= {DET_PAIRWISE} THEN size(filter({entries}, x -> x.probability > 0 "
+            f"AND x.probability < 1 AND size(filter({entries}, y -> y.position = x.position AND y.probability > 0 "
+            f"AND y.ad_id <> x.ad_id)) > 0)) = 0 "
+            f"ELSE {_one_ad_per_position(entries)} END")
 
 
 def _one_ad_per_position(entries: str) -> str:
