@@ -514,14 +514,12 @@ def test_probability_sums_and_det_of_listed_decisions_equal_plain_python(spark):
     entry = pa.struct([("position", pa.int32()), ("ad_id", pa.string()), ("probability", pa.float64())])
     table = pa.table({"id": list(range(len(rows))), "slots": pa.array(rows, type=pa.list_(entry))})
     sql = (f"SELECT id, {sum_deviation_sql('ds')} AS dev, {listed_det('ds')} AS det "
-           f"FROM (SELECT id, {sorted_entries('slots')} AS ds FROM t) q")
+           f"FROM (SELECT id, {sorted_entries('slots')} AS ds FROM scv_test_entries) q")
     con = duckdb.connect()
-    con.register("t", table)
+    con.register("scv_test_entries", table)
     duck = con.execute(to_duckdb(sql, "listed")).df().sort_values("id")
-    spark.createDataFrame(table.to_pandas().astype(object).where(table.to_pandas().notna(), None),
-                          "id long, slots array<struct<position:int, ad_id:string, probability:double>>") \
-        .createOrReplaceTempView("scv_test_entries")
-    sp = spark.sql(sql.replace("FROM t)", "FROM scv_test_entries)")).toPandas().sort_values("id")
+    spark.createDataFrame(table).createOrReplaceTempView("scv_test_entries")
+    sp = spark.sql(sql).toPandas().sort_values("id")
     want = [_deviation_and_det(r) for r in rows]
     for got in (duck, sp):
         for (dev, det), g_dev, g_det in zip(want, got["dev"], got["det"]):

@@ -257,7 +257,7 @@ def _decision_tables(engine, decisions, derived, days, config: StatsConfig, size
     tables["decision_policies"] = engine.fetch(D.decision_policies(cfg), "decision_policies")
     engine.materialize("scv_qkeys", D.qkeys())
     engine.materialize("scv_dup_dec_hashes", D.duplicate_decision_hashes())
-    repeats = int(engine.fetch("SELECT count(1) AS n FROM scv_dup_dec_hashes", "repeated_hashes")["n"].iloc[0])
+    repeats = int(engine.fetch(D.repeated_hash_count(), "repeated_hashes")["n"].iloc[0])
     engine.materialize("scv_dup_dec", D.duplicate_decisions(repeats > 0))
     engine.materialize("scv_joined", D.joined(cfg, K, Kw, _rewards(wanted)))
     dec_counts = engine.fetch(D.decision_counts(Kw, cfg), "decision_counts")

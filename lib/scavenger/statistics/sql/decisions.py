@@ -34,6 +34,11 @@ SELECT hash(event_id, dt, policy_id) AS hk, hash(policy_id, event_id, dt) AS hk2
 GROUP BY hash(event_id, dt, policy_id), hash(policy_id, event_id, dt) HAVING count(1) > 1"""
 
 
+def repeated_hash_count() -> str:
+    """How many hashes scv_dup_dec_hashes holds: 0 lets :func:`duplicate_decisions` skip the second read."""
+    return "SELECT count(1) AS n FROM scv_dup_dec_hashes"
+
+
 def duplicate_decisions(repeats: bool = True) -> str:
     """scv_dup_dec: the (event_id, dt, policy_id) keys read more than once (usually none), how often and the first
     row read, counted among the rows whose hash repeats. Materialized on its own: Spark then broadcasts it to the
