@@ -309,10 +309,12 @@ def test_notebook_frames_on_spark_read_like_duckdb(spark, original):
     logs["context"] = [{"f": "v", "g": c} if i % 3 else {"f": "v", "g": None} for i, c in
                        enumerate(logs["context_id"])]
     keys = ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode",
-            "spark.sql.legacy.parquet.nanosAsLong")
+            "spark.sql.legacy.parquet.nanosAsLong", "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold")
     kept = {k: spark.conf.get(k, None) for k in keys}          # the suite's session: put back at the end
+    assert kept[keys[-1]] == "64MB"                            # session.DEFAULT_SQL_CONF, beside the suite's conf
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+    spark.conf.unset(keys[-1])
     before = {k: spark.conf.get(k, None) for k in keys}
     kw = dict(estimators=["pi", "ips", "scavenging"], policies=["det", "sto"], gate="report")
     try:

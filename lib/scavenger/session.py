@@ -24,6 +24,11 @@ DEFAULT_SQL_CONF: dict[str, str] = {
     # aggregations generate larger ones, which then run interpreted (2x slower measured on the scan). At 8000 Spark
     # splits such stages instead of generating one huge method (the value Spark's docs recommend on HotSpot).
     "spark.sql.codegen.hugeMethodLimit": "8000",
+    # adaptive execution runs a planned sort-merge join as a shuffled hash join when every shuffle partition of a
+    # side holds at most this much (Spark's built-in 0: never), so the decisions' join to their events sorts
+    # neither side (4M events, slow machine: one policy's join 40-47 s against 50 s, 8 policies' 227 s against
+    # 237-253 s). A larger side keeps the sort-merge join, which spills where a hash table cannot
+    "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": "64MB",
 }
 
 _LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
