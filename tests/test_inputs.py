@@ -303,6 +303,7 @@ def test_notebook_frames_on_spark_read_like_duckdb(spark, original):
     reading were changed for good by the call before (nanosecond timestamps then read as numbers)."""
     import scavenger
     from scavenger.errors import UsageError
+    from scavenger.session import DEFAULT_SQL_CONF
 
     logs = pq.read_table(f"{original}/logs").to_pandas()
     # dicts with a null value (a key some rows lack): check a sees feature g alike on both engines
@@ -311,7 +312,7 @@ def test_notebook_frames_on_spark_read_like_duckdb(spark, original):
     keys = ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode",
             "spark.sql.legacy.parquet.nanosAsLong", "spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold")
     kept = {k: spark.conf.get(k, None) for k in keys}          # the suite's session: put back at the end
-    assert kept[keys[-1]] == "64MB"                            # session.DEFAULT_SQL_CONF, beside the suite's conf
+    assert kept[keys[-1]] == DEFAULT_SQL_CONF[keys[-1]]        # applied beside the suite's own conf
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
     spark.conf.unset(keys[-1])
