@@ -26,6 +26,9 @@ REL = 1e-9
 class _KeepingEngine(DuckDBEngine):
     """DuckDB that keeps the pass's intermediate relations (scv_pair_cells, ...) until it is closed."""
 
+    def drop(self, names) -> None:
+        pass
+
     def release(self) -> None:
         pass
 

@@ -529,3 +529,33 @@ def test_probability_sums_and_det_of_listed_decisions_equal_plain_python(spark):
                 assert g_dev == pytest.approx(dev, rel=1e-12, abs=1e-15)
             assert (None if pd.isna(g_det) else bool(g_det)) == det
     assert 0 < sum(d for _, d in want if d is not None) < len(rows)
+
+
+def test_drop_frees_the_named_relations_only_on_both_engines(spark):
+    """engine.drop (the pass's rows freed once their last reader ran, statistics/scan.py): the named materialized
+    relations are gone at once, the others stay readable, kept ones and unknown names are left alone, and
+    release() still drops the rest."""
+    from scavenger.engines.duck import DuckDBEngine
+    from scavenger.engines.spark import SparkEngine
+
+    for eng in (DuckDBEngine("test"), SparkEngine(spark, "test")):
+        try:
+            eng.materialize("scv_t_a", "SELECT 1 AS x")
+            eng.materialize("scv_t_b", "SELECT 2 AS x")
+            eng.materialize("scv_t_kept", "SELECT 3 AS x", keep=True)
+            eng.drop(["scv_t_a", "scv_t_kept", "scv_t_never"])
+            with pytest.raises(Exception):
+                eng.fetch("SELECT x FROM scv_t_a")
+            assert int(eng.fetch("SELECT x FROM scv_t_b")["x"].iloc[0]) == 2
+            assert int(eng.fetch("SELECT x FROM scv_t_kept")["x"].iloc[0]) == 3
+            eng.release()
+            with pytest.raises(Exception):
+                eng.fetch("SELECT x FROM scv_t_b")
+            assert int(eng.fetch("SELECT x FROM scv_t_kept")["x"].iloc[0]) == 3
+        finally:
+            if isinstance(eng, DuckDBEngine):
+                eng.close()
+            else:
+                eng.release()
+                for v in eng._checkpoints:
+                    spark.catalog.dropTempView(v)

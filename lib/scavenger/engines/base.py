@@ -7,6 +7,7 @@ estimators, the checks, great-expectations, the report) sees pandas frames and n
     engine.read(name, source, contract, days)    the input rows of those days as relation ``name`` (conformed)
     engine.view(name, sql)                       a lazy named relation
     engine.materialize(name, sql)                computed once and kept until ``release()`` (the one read/join)
+    engine.drop(names)                           materialized relations dropped early (their readers are done)
     engine.fetch(sql) -> pandas                  a small result (aggregated tables only)
     engine.write(sql, uri, dts)                  Parquet partitioned by dt; each dt replaced at once, others kept
     engine.read_parquet(name, uris)              stored per-day tables (the statistics store) read back
@@ -75,6 +76,9 @@ class Engine:
 
     def prepare(self, statements) -> None:
         """A hint: these Spark SQL statements run soon (DuckDB writes them in its dialect meanwhile)."""
+
+    def drop(self, names) -> None:
+        """Drop these materialized relations now, before ``release()``: the pass is done with them."""
 
     def release(self) -> None:
         """Drop the materialized relations not kept (end of a scan's batch)."""

@@ -230,6 +230,11 @@ class DuckDBEngine(Engine):
             fs.delete_own(staging)
         return int(n)
 
+    def drop(self, names) -> None:
+        for t in [t for t in self._tables if t in set(names)]:
+            self._exec(f"DROP TABLE IF EXISTS {t}")
+            self._tables.remove(t)
+
     def release(self) -> None:
         for t in self._tables:
             self._exec(f"DROP TABLE IF EXISTS {t}")

@@ -208,6 +208,11 @@ class SparkEngine(Engine):
         restore_conf(self.spark, self._restore)
         self._restore = {}
 
+    def drop(self, names) -> None:
+        for v in [v for v in self._views if v in set(names)]:
+            self.spark.catalog.dropTempView(v)
+            self._views.remove(v)
+
     def release(self) -> None:
         for v in self._views:
             try:
