@@ -231,14 +231,13 @@ class DuckDBEngine(Engine):
         return int(n)
 
     def drop(self, names) -> None:
-        for t in [t for t in self._tables if t in set(names)]:
+        names = set(names)
+        for t in [t for t in self._tables if t in names]:
             self._exec(f"DROP TABLE IF EXISTS {t}")
             self._tables.remove(t)
 
     def release(self) -> None:
-        for t in self._tables:
-            self._exec(f"DROP TABLE IF EXISTS {t}")
-        self._tables.clear()
+        self.drop(self._tables)
 
     def close(self) -> None:
         if self._translator is not None:

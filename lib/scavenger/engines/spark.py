@@ -209,7 +209,8 @@ class SparkEngine(Engine):
         self._restore = {}
 
     def drop(self, names) -> None:
-        for v in [v for v in self._views if v in set(names)]:
+        names = set(names)
+        for v in [v for v in self._views if v in names]:
             self.spark.catalog.dropTempView(v)
             self._views.remove(v)
 
