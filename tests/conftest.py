@@ -23,15 +23,14 @@ SCAVENGER = Path(sys.executable).with_name("scavenger")
 # s; the whole suite 1,075-1,106 -> 890-983 s on 2 cores). The answers are the same: Spark's own suites run both
 # modes, and a statement whose generated code fails to compile falls back to the interpreter anyway. Generated code
 # stays covered where it matters: the standalone cluster's jobs (cluster_util gives them Spark's defaults), the
-# 1e7-row sums of test_numerics.py (the ``spark_codegen`` fixture) and benchmarks/run outside the tests.
+# 1e7-row sums of test_statistics_numerics.py (the ``spark_codegen`` fixture) and benchmarks/run outside the tests.
 CODEGEN = {"spark.sql.codegen.wholeStage": ("false", "true"),          # key: (interpreted, Spark's default)
            "spark.sql.codegen.factoryMode": ("NO_CODEGEN", "FALLBACK")}
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 # CODEGEN's interpreted values and a class-data-sharing archive of Spark's classes, for every JVM of every Spark
 # the tests start (the CLI, spark-submit under Airflow, the Spark Connect server, the notebook's kernel, this
 # process's session), through SPARK_SUBMIT_OPTS: see spark_jvm.py
-from spark_jvm import set_test_jvm_opts, stop_builder  # noqa: E402
+from helpers.spark_jvm import set_test_jvm_opts, stop_builder  # noqa: E402
 
 # The in-process session: few shuffle partitions, no UI, a 4g heap for the few tests that build sizeable frames.
 SESSION_CONF = {
@@ -58,7 +57,7 @@ def spark():
 def spark_codegen(spark):
     """The suite's session with Spark's generated code for one test (its default; the session runs interpreted,
     SESSION_CONF): for a test over millions of rows, where interpreting each row costs more than compiling
-    (test_numerics.py's 1e7 rows: 126 s interpreted)."""
+    (test_statistics_numerics.py's 1e7 rows: 126 s interpreted)."""
     for key, (_, default) in CODEGEN.items():
         spark.conf.set(key, default)
     try:

@@ -331,7 +331,7 @@ def test_report_absence_is_tolerated_only_by_config(tmp_path):
 def test_enums_and_flags_match_the_jobs():
     """The DAG's fixed enums are the jobs' own lists, and each job's parser accepts the argv the plan builds."""
     registry = pytest.importorskip("scavenger.registry")
-    adc = pytest.importorskip("scavenger.estimators.adc")
+    adc = pytest.importorskip("scavenger.estimators.attention_decay")
     assert C.ESTIMATORS == tuple(registry.ESTIMATORS)
     assert C.ADC_METHODS == tuple(adc.METHODS)
     from scavenger.cli import build_parser

@@ -221,7 +221,7 @@ def dag_runs(sim, tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("airflow_e2e")
     home = work / "airflow_home"
     home.mkdir()
-    from cluster_util import fast_jvm_env
+    from helpers.cluster_util import fast_jvm_env
 
     env = fast_jvm_env({**os.environ, "SCAVENGER_TEST_AIRFLOW_HOME": str(home), "SCAVENGER_PROGRESS": "0"})
     env.pop("AIRFLOW_VAR_SCAVENGER_CONFIG", None)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cluster_util import fast_jvm_env
+from helpers.cluster_util import fast_jvm_env
 
 # its own processes: two `scavenger generate` (Spark), the Spark reference query, a few DuckDB evaluates
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -12,12 +12,12 @@ import pytest
 from scavenger.checks import assumptions as A
 from scavenger.checks.check_a import SPARSE_ROWS as A_SPARSE
 from scavenger.engines.dialect import to_duckdb
-from scavenger.statistics.sql.tables import pair_strata
+from scavenger.statistics.sql.log_tables import pair_strata
 
 
 def _check_d(a, b, stratum, cfg=A.AssumptionConfig()):
     """Check d's rows for one policy's slots 1, 2 (ads a, b per event, context stratum per event), the strata
-    table built by the gate's own statement (statistics/sql/tables.pair_strata) on DuckDB."""
+    table built by the gate's own statement (statistics/sql/log_tables.pair_strata) on DuckDB."""
     ev = pd.DataFrame({"dt": "2026-01-01", "logging_policy": "p", "stratum": stratum, "a": a, "b": b})
     cells = ev.groupby(["dt", "logging_policy", "stratum", "a", "b"]).size().rename("n").reset_index()
     cells["j"], cells["k"] = 1, 2

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from scavenger.cli import main
-from test_hostile import build
+from test_checks_hostile import build
 
 ENV_VARS = ("SCAVENGER_DUCKDB_MEMORY", "SCAVENGER_DUCKDB_THREADS", "SCAVENGER_DUCKDB_TEMP")
 
@@ -68,7 +68,7 @@ def test_unreadable_input_in_prepare_is_exit_2_naming_the_path(data, tmp_path, c
 
 
 def test_unexpected_error_in_prepare_is_classified_not_a_traceback(data, tmp_path, capsys, monkeypatch):
-    from scavenger.commands import adc
+    from scavenger.cli import adc_command as adc
 
     monkeypatch.setattr(adc, "prepare", lambda args, ctx: (_ for _ in ()).throw(RuntimeError("boom")))
     code = main(_adc(data, tmp_path / "o"))
@@ -153,7 +153,7 @@ def test_out_that_cannot_be_written_is_exit_2_for_every_command(data, tmp_path, 
 
 
 def test_out_check_creates_nothing(data, tmp_path, capsys):
-    from scavenger.commands._common import check_out
+    from scavenger.cli.shared_flags import check_out
 
     check_out(str(tmp_path / "a" / "b"))
     assert os.listdir(tmp_path) == []
@@ -310,7 +310,7 @@ def test_adc_number_that_would_write_nan_is_exit_2(data, tmp_path, capsys, extra
 
 
 def test_dcg_of_the_first_position_is_one_for_a_base_near_one():
-    from scavenger.estimators.adc import dcg
+    from scavenger.estimators.attention_decay import dcg
 
     assert dcg([1, 2], 1.0000000000000002)[0] == 1.0
 
@@ -371,7 +371,7 @@ def test_simulate_flag_is_exit_2(tmp_path, capsys, extra, flag):
 # -- 9. a stored ADC table that cannot serve ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("rows, words", [
-    # (estimate/adc.read_adc_table may refuse these first, in its own words: both say "every C_k must be")
+    # (estimators/adc_family.read_adc_table may refuse these first, in its own words: both say "every C_k must be")
     ([(1, 1.0), (2, float("nan")), (3, 0.5)], ("every C_k must be",)),
     ([(1, 1.0), (2, -3.0), (3, 0.0)], ("every C_k must be",)),
     ([(1, 1.0), (3, 0.5)], ("positions must be 1..n",)),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reference import build_random, write_parquet
+from helpers.reference import build_random, write_parquet
 from scavenger.checks.rules import RuleConfig
 from scavenger.statistics.tables import TABLES
 
@@ -21,7 +21,7 @@ def statements():
     from scavenger.statistics.sql import decisions as D
     from scavenger.statistics.sql import logs as L
     from scavenger.statistics.sql import reduce as RD
-    from scavenger.statistics.sql import tables as T
+    from scavenger.statistics.sql import log_tables as T
 
     out = []
     for cfg in (RuleConfig(), RuleConfig(duplicates="quarantine_all", require_full_slates=True,
@@ -159,7 +159,7 @@ def test_every_table_equal_between_engines(spark, tmp_path, shape, monkeypatch):
     a slate_reward and null slot rewards, wide and extra slots (reference.with_unknown_slot_rewards: out of m_r,
     c, c2, the factored and re-ordering sums). ``hostile_ads``: ad ids holding the slate keys' separators
     (reference.with_hostile_ads), escaped alike by both."""
-    from reference import with_hostile_ads, with_long_rows, with_unknown_slot_rewards
+    from helpers.reference import with_hostile_ads, with_long_rows, with_unknown_slot_rewards
     from scavenger.statistics import scan
 
     if shape == "long_rows":
@@ -225,7 +225,7 @@ def test_context_cells_equal_a_plain_count_on_odd_contexts(spark, tmp_path):
 def test_quarantine_counts_per_reason_equal_between_engines(spark, tmp_path):
     """One bad row per reason (and a clean event at 23:59:59.7): both engines set the same rows aside, with the
     same reasons, and rows in = used + quarantined."""
-    from reference import with_bad_rows
+    from helpers.reference import with_bad_rows
 
     data, expected_logs, expected_dec = with_bad_rows(build_random(seed=9, K=2, n_ads=5, days=(0,), per_day=30,
                                                                    with_nulls=False))
@@ -283,7 +283,7 @@ def test_user_text_stays_data_on_both_engines(spark, tmp_path):
     backslashes, Spark's ${...} variables, control characters. (sqlglot read Spark's doubled quote as two literals,
     so "it's" became "its" on DuckDB; a trailing backslash stopped both engines with exit 1.) End to end: the
     quarantined rows of both engines carry such a run id as given."""
-    from reference import with_bad_rows
+    from helpers.reference import with_bad_rows
     from scavenger.engines import open_engine
     from scavenger.pipelines.common import describe_inputs, window_dates
     from scavenger.statistics.scan import ScanPlan, StatsConfig
@@ -344,7 +344,7 @@ def test_paths_holding_glob_characters_on_both_engines(spark, tmp_path):
     a backslash and a quote. Spark's readers expand globs, so such a name was read as a pattern: PATH_NOT_FOUND and
     exit 1. On both engines: the same estimates, a re-run reads every day from the store, the bad rows land in the
     quarantine."""
-    from reference import with_bad_rows
+    from helpers.reference import with_bad_rows
     from scavenger.engines import open_engine
     from scavenger.pipelines.common import GateConfig, describe_inputs
     from scavenger.pipelines.evaluate import EvaluateOptions, evaluate

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reference import build_random, write_parquet
+from helpers.reference import build_random, write_parquet
 
 
 def test_decisions_of_a_day_without_clean_rows_on_both_engines(spark, tmp_path):

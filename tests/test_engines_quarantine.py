@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reference import build_random, write_parquet
+from helpers.reference import build_random, write_parquet
 from test_engines import ODD_CONTEXTS
 
 

@@ -378,7 +378,7 @@ def test_progress_0_silences_every_note(tmp_path, capsys, monkeypatch):
     import scavenger
     from scavenger.progress import console_progress_conf
 
-    from reference import build_random, write_parquet
+    from helpers.reference import build_random, write_parquet
 
     monkeypatch.setenv("SCAVENGER_PROGRESS", "0")
     write_parquet(build_random(seed=3, K=2, n_ads=4, days=(0,), per_day=40), str(tmp_path))
@@ -392,7 +392,7 @@ def test_progress_0_silences_every_note(tmp_path, capsys, monkeypatch):
 def test_summary_says_when_it_lists_only_some_quarantine_reasons():
     """The rows line names the three commonest reasons and says how many more there are (before: 102 rows
     quarantined shown as '(MISSING_REWARD 88, NULL_EVENT_ID 1, NULL_LOGGING_POLICY 1)' and nothing else)."""
-    from scavenger.summary import _rows_lines
+    from scavenger.cli.summary import _rows_lines
 
     counts = {"logs": {"rows_in": 200, "rows_used": 98, "rows_quarantined": 102,
                        "by_reason": {"MISSING_REWARD": 88, "NULL_EVENT_ID": 1, "NULL_AD": 7, "POSITION_GAP": 6,

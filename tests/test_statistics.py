@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reference import (arrow_tables, build_random, clean, ref_tables, with_hostile_ads, with_long_rows,
+from helpers.reference import (arrow_tables, build_random, clean, ref_tables, with_hostile_ads, with_long_rows,
                        with_unknown_slot_rewards, write_parquet)
 from scavenger.engines.duck import DuckDBEngine
 from scavenger.estimators.slate import SlateMoments
@@ -197,7 +197,7 @@ def test_a_row_beyond_the_widest_wide_position_equals_reference(monkeypatch):
     (Kw 9 here; one row at 128 among 80 made 128 wide columns, 16,512 moment sums in one statement, and DuckDB died
     of SIGFPE). Now only positions reached by at least WIDE_ROWS rows, and never beyond WIDE_MAX, are wide: Kw is 4,
     and every table equals the plain-Python reference."""
-    import reference
+    from helpers import reference
     from scavenger.checks.rules import RuleConfig
     from scavenger.statistics import scan
 

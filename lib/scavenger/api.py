@@ -119,7 +119,7 @@ def _gate(gate: str, **config):
     import argparse
     import dataclasses
 
-    from .commands import _common as C
+    from .cli import shared_flags as C
     from .errors import UsageError
     from .pipelines.common import GATE_MODES, GateConfig
 
@@ -162,7 +162,7 @@ def adc(logs, *, methods: Sequence[str] | None = None, level: float = 0.95, dcg_
     """Attention-decay coefficients C_i (seed 001 section 4.3): naive Est(i) = [sum_a C(a,i)/sum_a M(a,i)] /
     [sum_a C(a,1)/sum_a M(a,1)] and alpha-weighted Est(i) = sum_a alpha_a CTR(a,i) / sum_a alpha_a CTR(a,1), with
     intervals and the DCG reference; the same code as ``scavenger adc``."""
-    from .estimators.adc import METHODS
+    from .estimators.attention_decay import METHODS
     from .pipelines import adc as P
     from .pipelines.common import describe_inputs
 

@@ -168,7 +168,7 @@ def estimators_relying_on(check: str, estimators) -> list[str]:
 def plan_for(estimators, checks=(), adcs_given: bool = True) -> "ScanPlan":
     """The optional statistics tables a scan must compute for these estimators and checks. ``adcs_given``: False
     when the ADCs are estimated from the same logs, whose re-ordering variance is per impression
-    (estimate/adc._reorder_rows): reorder_pairs is then read by nothing, and the ADC-based tables only where the
+    (estimators/adc_family._reorder_rows): reorder_pairs is then read by nothing, and the ADC-based tables only where the
     logs can identify the ADCs (ScanPlan.adc_tables)."""
     from .statistics.scan import ScanPlan
 

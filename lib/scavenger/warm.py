@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 import threading
 
-ESTIMATOR_MODULES = ("scipy.special", "scavenger.estimators.intervals", "scavenger.estimators.adc",
+ESTIMATOR_MODULES = ("scipy.special", "scavenger.estimators.intervals", "scavenger.estimators.attention_decay",
                      "scavenger.estimators.slate", "scavenger.estimators.factored", "scavenger.checks.vector",
-                     "scavenger.estimate")
+                     "scavenger.estimators.families")
 
 
 def prefetch(modules=ESTIMATOR_MODULES) -> threading.Thread:

@@ -20,7 +20,7 @@ def check_c(mass: pd.DataFrame, cfg: AssumptionConfig) -> list[dict]:
         total = float(g["mass"].sum())
         # a pair is supported when it was shown; a logged propensity of 0 says it could not have been. Pairs
         # shown with no logged propensity (propensity-free logs) are shown, hence supported: the IPS/PI family
-        # says "needs propensities" itself (estimate.slate_rows), and scavenging/factored need none
+        # says "needs propensities" itself (estimators/slate_family.slate_rows), and scavenging/factored need none
         unsup = unsupported(g)
         share = float(g.loc[unsup, "mass"].sum()) / total if total > 0 else 0.0
         worst_pairs = (g.loc[unsup].sort_values("mass", ascending=False).head(3)

@@ -1,5 +1,5 @@
 """The few distribution functions the intervals and the checks need, from ``scipy.special``: the same ufuncs
-``scipy.stats`` evaluates (equal to the last bit, tests/test_distributions.py) with its boundary rules, without
+``scipy.stats`` evaluates (equal to the last bit, tests/test_estimators_distributions.py) with its boundary rules, without
 importing ``scipy.stats`` (0.6 s of CPU on this machine, taken from the engine's two threads during the scan).
 
     normal_ppf(q)        Phi^-1(q)                  (norm.ppf)

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from .adc import rewarded
+from .attention_decay import rewarded
 from .distributions import normal_ppf
 
 

@@ -41,7 +41,7 @@ def influence(ad_position: pd.DataFrame, method: str, smoothing: float = 1.0) ->
     cols = ["fold", "ad_id", "position", "target", "b", "mu", "m", "c", "c2", "v"]
     if not len(ad_position):
         return pd.DataFrame(columns=cols)
-    from .adc import _cells, _ctr, fold_matrices, matrices, smoothed_variance
+    from .attention_decay import _cells, _ctr, fold_matrices, matrices, smoothed_variance
 
     ads, positions, M, C, C2 = matrices(ad_position)
     K = len(positions)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from .distributions import normal_ppf
 
-from .adc import rewarded
+from .attention_decay import rewarded
 from .factored import _coef
 
 

@@ -167,7 +167,7 @@ def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: floa
                           uniform: bool = False, reward_range: float | None = None) -> pd.DataFrame:
     """Action = base (logging) policy; targets whose decisions carry ``base_policy`` on every event.
     ``reward_range``: R of the Theorem 3/4 bounds, the range a slate reward can take (the pipeline passes that of
-    estimate.common.weight_and_reward_bounds: the held slots times their declared maximum); default the logged
+    estimators/rows.weight_and_reward_bounds: the held slots times their declared maximum); default the logged
     rewards' range, at least [0, 1]."""
     ls = stats.table("log_summary")
     targets = stats.table("base_targets").rename(columns={"base_policy": "key"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import estimate as E
+from ..estimators import families as E
 from .. import registry
 
 

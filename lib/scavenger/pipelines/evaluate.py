@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import estimate as E
+from ..estimators import families as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError

@@ -18,7 +18,7 @@ Each returns the name of a relation with dt, event_id, slots, n_eligible, n_chos
 from __future__ import annotations
 
 from ..errors import UsageError
-from .statements import SLOT_TYPE, double, uniform
+from .scoring_sql import SLOT_TYPE, double, uniform
 
 EVENT_LEVEL = "event"
 DT_LEVEL = "dt"

@@ -123,7 +123,7 @@ def ad_cross_tokens(ad: str, tokens: list[str]) -> list[str]:
     """["ad=<a>"] + ["ad=<a>|<t>" for t in tokens]: ad effects and ad x context interactions. The ad id is escaped
     as the context key's text (statements.key_text; ids without separators, nearly all, are kept), so the bare '|'
     is the ad/context boundary: ad 'ad=x|page=a' alone is not ad 'ad=x' with context entry page=a."""
-    from .statements import key_text
+    from .scoring_sql import key_text
 
     head = f"ad={key_text(str(ad))}"
     return [head] + [f"{head}|{t}" for t in tokens]
@@ -172,8 +172,8 @@ def _table_vector(table, spec: str, method: str) -> tuple[np.ndarray, str]:
     """C_1..C_K of ``method`` from a stored ADC table, refused as evaluate refuses it (exit 2): a method the table
     does not hold, a missing, non-finite or non-positive coefficient, positions other than 1..n
     (commands.checks.check_adc_option, which train's prepare runs before an engine starts)."""
-    from ..commands.checks import check_adc_option
-    from ..estimators.adc import adc_vector
+    from ..cli.arguments import check_adc_option
+    from ..estimators.attention_decay import adc_vector
 
     check_adc_option(spec, method, table)
     sub = table[table["method"].astype(str) == method]
@@ -191,7 +191,7 @@ def resolve_adc(engine, spec: str, inputs, method: str = "heuristic", rules=None
     Inputs of that window), through the statistics pass and ``estimate.resolve_adc`` as ``evaluate`` does.
     Logs (or a table) that cannot identify the ADCs are a data condition: DataCheckFailed (exit 3). ``rules``: the
     row rules of that pass (checks.rules.RuleConfig; default: the contract's)."""
-    from .. import estimate as E
+    from ..estimators import families as E
 
     if spec in (None, "", "estimate"):
         from ..pipelines.common import GateConfig, run_window

@@ -19,7 +19,7 @@ from ..errors import DataCheckFailed
 from . import cost_sensitive as cs
 from . import eligibility as el
 from . import regression as rg
-from . import statements as S
+from . import scoring_sql as S
 from .features import capped_rows, tokens_by_context
 from .learning import aggregated
 

@@ -63,7 +63,7 @@ class TrainConfig:
         return [self.method]
 
     def check(self) -> None:
-        from ..estimators.adc import METHODS as ADC_METHODS
+        from ..estimators.attention_decay import METHODS as ADC_METHODS
 
         el.check_m(self.m)
         self.methods()
@@ -87,7 +87,7 @@ class TrainConfig:
         self.max_pair_keys = fe.check_pair_keys(self.max_pair_keys)
         if self.adc in (None, "", "estimate") and self.adc_method not in ADC_METHODS:
             raise UsageError(f"--adc-method must be one of {', '.join(ADC_METHODS)}; got {self.adc_method!r}")
-        from ..commands.checks import check_id_length
+        from ..cli.arguments import check_id_length
 
         check_id_length(self.max_id_length)
         if not 0 <= self.reg_param < float("inf") or int(self.max_iter) < 1:
@@ -213,7 +213,7 @@ def _too_long_warning(cfg: TrainConfig, counts: dict) -> list[str]:
 
 
 def _judge_truth(engine, cfg: TrainConfig, summary: dict, truth_dir: str, sc) -> None:
-    from .judge import truth_report
+    from .assessment import truth_report
 
     report = truth_report(engine, truth_dir, int(cfg.m), sc.n_events, "tr_cands" if sc.level else None, sc.scores)
     summary["truth"] = {**{k: v for k, v in report.items() if k != "policies"}, "dir": truth_dir}
@@ -230,7 +230,7 @@ def _given_adc_table(cfg: TrainConfig, adc_source: str, C) -> str | None:
     if adc_source != "numbers":
         return None
     from ..io import fs
-    from .judge import given_adc_table
+    from .assessment import given_adc_table
 
     path = fs.join(cfg.out, "adc")
     fs.write_parquet(fs.join(path, "part-0.parquet"), given_adc_table(C))
@@ -245,7 +245,7 @@ def _estimate(engine, cfg: TrainConfig, summary: dict, given_table: str | None =
     scan releases the engine's relations."""
     import math
 
-    from .judge import estimate_adc_spec, factored_values
+    from .assessment import estimate_adc_spec, factored_values
     from ..pipelines.common import GateConfig
 
     pids = list(summary["policies"])

@@ -23,7 +23,7 @@ from typing import Callable
 import pandas as pd
 
 from ..errors import UsageError
-from .checks import check_truth_matches
+from .preflight import check_truth_matches
 from .read import (
     _is_remote,
     _local,

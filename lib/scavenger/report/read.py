@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import UsageError
-from .checks import check_columns
+from .preflight import check_columns
 
 _DT_DIR = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 

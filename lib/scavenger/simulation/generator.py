@@ -27,7 +27,7 @@ import pandas as pd
 from ..contract import DECISIONS, LOGS, load_contract
 from ..io import fs
 from ..progress import phase
-from . import statements as S
+from . import generator_sql as S
 from . import truth as T
 from .config import LAYOUTS, LOGGING_MODES, MULTI_BASES, TARGET_POLICIES, GeneratorConfig  # noqa: F401
 from .world import BasePolicy, World, base_value, build_world, history_exploit, target_values  # noqa: F401

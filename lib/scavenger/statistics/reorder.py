@@ -22,7 +22,7 @@ LOWEST = "-1.7976931348623157E308"
 def ctr_scores(ad_position: pd.DataFrame, adc: np.ndarray | None = None) -> pd.DataFrame:
     """(ad_id, score): clicks / impressions per ad over all positions; with ``adc``: clicks / sum_i M(a,i) C_i
     (impressions whose reward is known, estimators.adc.rewarded)."""
-    from ..estimators.adc import rewarded
+    from ..estimators.attention_decay import rewarded
 
     df = rewarded(ad_position).groupby(["ad_id", "position"])[["m", "c"]].sum().reset_index()
     if adc is not None:

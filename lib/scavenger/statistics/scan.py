@@ -21,7 +21,7 @@ from ..errors import UsageError
 from .sql import decision_tables as DT
 from .sql import decisions as D
 from .sql import logs as L
-from .sql import tables as T
+from .sql import log_tables as T
 from .tables import split_factored, split_policy_groups
 
 STATS_VERSION = 12  # 3: one pass in SQL (partial slates, folds, check tables); 4: events per ad (ev); 5: long-form
@@ -103,7 +103,7 @@ class ScanPlan:
 def adcs_identifiable(ad_position: pd.DataFrame, K: int) -> bool:
     """Whether these ad_position rows can identify any ADC the factored and re-ordering estimates need: one
     position only (C = (1)), or some ad shown at two positions or more. Otherwise every C_i, i > 1, compares
-    different ads (estimate/adc.adc_identification) and the ADC-based estimates are not identified, so their
+    different ads (estimators/adc_family.adc_identification) and the ADC-based estimates are not identified, so their
     tables are not computed (ScanPlan.adc_tables = "identifiable")."""
     if K < 2:
         return True

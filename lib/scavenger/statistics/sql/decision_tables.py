@@ -191,7 +191,7 @@ def slate_covered(Kw: int) -> str:
     the log was scaled down by that share. The events are counted per slate as columns first (the ads a_k and the
     extra slots' (position, ad)), and the slate's text (logs.slate_key, ids escaped) written once per slate."""
     from .logs import held_text, slate_key
-    from .tables import _extra_ads
+    from .log_tables import _extra_ads
 
     ads = "".join(f"a_{k}, " for k in range(1, Kw + 1))
     return f"""

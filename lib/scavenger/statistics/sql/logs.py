@@ -101,7 +101,7 @@ def log_counts(K_cap: int) -> str:
     great-expectations suite checks (ranges of propensities, rewards, the smallest slate; NaN left out of the
     ranges, rules.not_nan, and counted by its own rule), plus K: the largest position of a clean row (at most
     ``K_cap``), and max_slots: the most slots a clean row holds (the intervals' bounds,
-    estimate/common.weight_and_reward_bounds: a quarantined row's slots are no slots a used row holds)."""
+    estimators/rows.weight_and_reward_bounds: a quarantined row's slots are no slots a used row holds)."""
     reasons = ",\n  ".join(f"CAST(sum(CASE WHEN {flag(c)} THEN 1 ELSE 0 END) AS BIGINT) AS {c}" for c in LOG_REASONS)
     return f"""
 SELECT dt,

@@ -1,0 +1,161 @@
+"""What every estimator family's rows share: the run's :class:`Context`, the row of the estimates table, and the
+bounds of the window's weights and rewards that the empirical-likelihood intervals take."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .. import registry
+
+
+@dataclass
+class Context:
+    """What every estimate of a run shares: the options, the ADC used by factored/reorder, cached sums."""
+
+    options: object
+    window: str = ""
+    adc_table: pd.DataFrame | None = None
+    C: np.ndarray | None = None
+    C_se: np.ndarray | None = None
+    adc_influence: pd.DataFrame | None = None   # the estimated ADC's linearisation (estimators/propagate.influence)
+    adc_source: str | None = None
+    adc_reason: str | None = None
+    scavenging: pd.DataFrame | None = None
+    diagnostics: list = field(default_factory=list)
+
+
+OVERFLOW_REASON = ("the estimate overflows double precision: its terms exceed 1.8e308 (a weight 1/mu or 1/C_i of a "
+                   "tiny positive propensity or attention coefficient), so no number can be given")
+
+
+def _infinite(x) -> bool:
+    try:
+        return math.isinf(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def row(policy_id, estimator, value=math.nan, se=math.nan, lo=math.nan, hi=math.nan, kind="none", n=0,
+        level=None, identified=True, reason=None, **extra) -> dict:
+    """One row of the estimates table; an infinite value (terms beyond double precision) is not identified, an
+    infinite standard error none (NaN): no number the sums cannot give is printed."""
+    if identified and _infinite(value):
+        identified, reason = False, OVERFLOW_REASON
+    if _infinite(se):
+        se = math.nan
+    out = {c: None for c in registry.ESTIMATE_COLUMNS}
+    out.update({"policy_id": policy_id, "estimator": estimator, "value": value, "std_error": se, "ci_low": lo,
+                "ci_high": hi, "interval_kind": kind, "n_events": int(n), "level": level,
+                "identified": bool(identified), "reason": reason, "n_unused": 0})
+    out.update(extra)
+    if not identified:
+        out.update({"value": math.nan, "std_error": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+                    "interval_kind": "none"})
+    return out
+
+
+def not_identified(policy_id, estimator, reason, n=0, level=None, **extra) -> dict:
+    return row(policy_id, estimator, n=n, level=level, identified=False, reason=reason, **extra)
+
+
+def _policy_events(stats, policy_id: str, column: str) -> int:
+    """The sum of policy_events' ``column`` over the policy's days (0 where the stored days lack the column)."""
+    pe = stats.table("policy_events")
+    if not len(pe) or column not in pe.columns:
+        return 0
+    return int(pe.loc[pe["policy_id"] == policy_id, column].sum())
+
+
+def reorders_logged_slate(stats, policy_id: str) -> bool:
+    """The target shows exactly the logged ads (in any order) on every event it decides (policy_events'
+    n_reorder): its choice is a function of the logged slate, not of the context alone."""
+    n = _policy_events(stats, policy_id, "n_events")
+    return n > 0 and _policy_events(stats, policy_id, "n_reorder") == n
+
+
+def short_events(stats, policy_id: str) -> int:
+    """Events on which the target lists no ad at a position the logged row holds (policy_events' n_short)."""
+    return _policy_events(stats, policy_id, "n_short")
+
+
+def short_reason(n_short: int, n: int, what: str) -> str:
+    """Why ``what`` is not identified for a target that leaves a held position empty on ``n_short`` events."""
+    return (f"the target lists no ad at a position the logs hold on {n_short} of {n} events: its slate leaves that "
+            f"position empty, which the logger never does, so {what} cannot estimate its value; give the target a "
+            f"distribution at every position the logs hold (factored and reorder value an ad left out at 0)")
+
+
+def reorder_reason(what: str) -> str:
+    """Why ``what`` (the direct approach, the importance weights) is not identified for a target that re-orders the
+    logged slate on every event."""
+    return (f"the target shows exactly the logged ads on every event (it re-orders the logged slate): its choice "
+            f"depends on the slate the logger drew at random, not on the context alone, so {what} cannot estimate "
+            f"its value (see reorder)")
+
+
+def reward_range(stats) -> tuple[float, float]:
+    ls = stats.table("log_summary")
+    if not len(ls):
+        return 0.0, 1.0
+    return float(min(0.0, ls["r_min"].min())), float(max(1.0, ls["r_max"].max()))
+
+
+def weight_and_reward_bounds(stats, declared: tuple | None = None) -> tuple[float, np.ndarray, float, float]:
+    """(wmax, ymax, rmin, rmax), the bounds estimators/intervals.slate_interval takes (ymax: ``slot_weight_bounds``)
+    of the empirical-likelihood intervals: wmax = prod_k 1/min mu_k over the window's logged
+    propensities (estimators/intervals.weight_bound), over the m positions with the smallest min mu_k when no row
+    holds more than m slots (partial slates); rewards in [min(0, r_min, m d_min), max(r_max, m d_max)] (a row's
+    reward sums at most m <= K slot rewards, each within the declared range [d_min, d_max], the rule config's
+    --reward-min/--reward-max: a slot reward outside it is quarantined, REWARD_OUT_OF_RANGE; without ``declared``,
+    [0, 1] widened to the largest slot reward logged): the range a slate reward can take, not the one the window
+    happened to show. m, r_min and r_max are those of the clean rows: a quarantined row's slots and rewards (a
+    reward of 8 beside a declared maximum of 3) are in no estimate, so they widen no interval."""
+    from .intervals import weight_bound
+
+    ap, lc = stats.table("ad_position"), stats.table("log_counts")
+    # partial slates: a row holds at most `held` slots (Y_k = 1 elsewhere), so W is at most the product of the
+    # `held` largest 1/min mu_k, and its reward the sum of `held` slot rewards (one-slot OBD rows: 1/mu, one click)
+    held = int(lc["max_slots"].max()) if len(lc) and "max_slots" in lc and lc["max_slots"].notna().any() else 0
+    min_p = ap.groupby("position")["min_p"].min().to_numpy(float) if len(ap) else np.array([])
+    min_p = np.sort(min_p[np.isfinite(min_p) & (min_p > 0)])
+    wmax = weight_bound(min_p[:held] if 0 < held < len(min_p) else min_p) if len(ap) else math.inf
+    lo, hi = reward_range(stats)
+    k_held = max(min(held, stats.K) if held > 0 else stats.K, 1)
+    if declared is None:        # no rule range: the largest slot reward logged (log_counts: every row) widens [0, 1]
+        seen = float(lc["max_reward"].max()) if len(lc) and lc["max_reward"].notna().any() else 1.0
+        declared = (0.0, max(1.0, seen))
+    d_min, d_max = declared
+    return (wmax, slot_weight_bounds(stats), min(lo, k_held * min(float(d_min), 0.0)),
+            max(hi, k_held * float(d_max)))
+
+
+def pair_support(stats, policy_id) -> float:
+    """The share of the target's mass sum_t pi_k(a | x_t) that lies on (position, ad) pairs its events' logging
+    policy showed (with a positive propensity, or none logged): check c's measure, as the IPS/PI family's
+    supported_share. NaN where the target places no mass."""
+    from ..checks.check_c import unsupported
+
+    tp, ap = stats.table("target_placements"), stats.table("ad_position")
+    if not len(tp):
+        return math.nan
+    tp = tp[tp["policy_id"] == policy_id]
+    total = float(tp["s_p"].sum())
+    if not total > 0:
+        return math.nan
+    shown = ap.groupby(["logging_policy", "position", "ad_id"], as_index=False).agg(n=("m", "sum"),
+                                                                                     max_p=("max_p", "max"))
+    m = tp.rename(columns={"pos_j": "position"}).merge(shown, on=["logging_policy", "position", "ad_id"], how="left")
+    return float(m.loc[~unsupported(m), "s_p"].sum()) / total
+
+
+def slot_weight_bounds(stats) -> np.ndarray:
+    """ymax_k = 1/min mu_k over the window's logged propensities at position k (no Y_k = pi_k/mu_k exceeds it; 1
+    where no propensity was logged): the phantom of the PI family's empirical-likelihood interval."""
+    ap, K = stats.table("ad_position"), max(stats.K, 1)
+    low = ap.groupby("position")["min_p"].min() if len(ap) else pd.Series(dtype=float)
+    p = np.array([float(low.get(k, math.nan)) for k in range(1, K + 1)])
+    with np.errstate(over="ignore", divide="ignore"):  # 1/mu beyond double precision: +inf (no interval, and why)
+        return np.where(np.isfinite(p) & (p > 0), 1.0 / np.minimum(np.where(p > 0, p, 1.0), 1.0), 1.0)

@@ -1,0 +1,1 @@
+"""Shared test helpers: random logs with a plain-Python reference of every statistics table (reference), the data set of the train tests (train_world), a standalone Spark cluster (cluster_util) and the tests' JVM options (spark_jvm)."""
