@@ -322,8 +322,8 @@ def test_report_absence_is_tolerated_only_by_config(tmp_path):
     assert required["report"]["skip_reason"] == ""  # runs (and fails loudly if the job is missing)
     lenient = P.daily_plan(C.merge_config(None, json.dumps({**base, "report": "if_available"})), "2026-03-10")
     assert "does not exist in this checkout" in lenient["report"]["skip_reason"]
-    (repo / "lib" / "scavenger" / "commands").mkdir(parents=True)
-    (repo / "lib" / "scavenger" / "commands" / "report.py").write_text("")
+    (repo / "lib" / "scavenger" / "cli").mkdir(parents=True)
+    (repo / "lib" / "scavenger" / "cli" / "report_command.py").write_text("")
     present = P.daily_plan(C.merge_config(None, json.dumps({**base, "report": "if_available"})), "2026-03-10")
     assert present["report"]["skip_reason"] == ""
 

@@ -30,7 +30,7 @@ def job_exists(cfg: dict, command: str) -> bool:
     """Whether the checkout has both jobs/<command>.py and the command module (file checks only)."""
     repo = Path(cfg["repo"])
     return (repo / "jobs" / f"{command}.py").exists() and \
-        (repo / "lib" / "scavenger" / "commands" / f"{command}.py").exists()
+        (repo / "lib" / "scavenger" / "cli" / f"{command}_command.py").exists()
 
 
 def _estimation_flags(cfg: dict, settings: dict, adc_day: str) -> list[str]:
