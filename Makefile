@@ -2,13 +2,15 @@
 #   make demo   - installs into .venv, generates a week of logs and runs every estimator on DuckDB (no JVM)
 #   make test   - installs everything the tests need into .venv (incl. Airflow, ending with one consistent
 #                 pyspark) and runs the test suite
+#   make notebook - installs Jupyter (the `notebook` extra of pyproject.toml) and opens notebooks/example.ipynb
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 BASE_STAMP := $(VENV)/.installed-base
 TEST_STAMP := $(VENV)/.installed-test
+NOTEBOOK_STAMP := $(VENV)/.installed-notebook
 
-.PHONY: demo test test-fast install install-test clean
+.PHONY: demo test test-fast install install-test notebook clean
 
 $(BASE_STAMP): pyproject.toml
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -34,10 +36,20 @@ install-test: $(TEST_STAMP)
 demo: $(BASE_STAMP)
 	$(BIN)/scavenger demo --out demo-out
 
-# two workers (pytest-xdist), each running whole modules: module fixtures (a cluster, Airflow, a server) stay in one
-# process, and the second core works while the first waits on a JVM or a subprocess
+# Jupyter and an IPython kernel in .venv (pip install -e ".[notebook]"), then the example notebook, run from
+# notebooks/ as its relative paths expect (its Spark, DuckDB and the OBD sample: tests/test_api_notebook.py)
+$(NOTEBOOK_STAMP): $(BASE_STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e ".[notebook]"
+	touch $@
+
+notebook: $(NOTEBOOK_STAMP)
+	cd notebooks && $(abspath $(BIN))/jupyter notebook example.ipynb
+
+# the layers of lib/scavenger first (pyproject.toml [tool.importlinter], a fraction of a second), then two workers
+# (pytest-xdist), each running whole modules: module fixtures (a cluster, Airflow, a server) stay in one process,
+# and the second core works while the first waits on a JVM or a subprocess
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/lint-imports --no-cache && $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # the inner loop: no JVM, no other process, no long statistics (tests/README.md)
 test-fast: $(TEST_STAMP)

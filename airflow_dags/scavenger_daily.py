@@ -4,6 +4,10 @@
          -> stats (the day's one pass, per registry dataset, with the ADCs evaluate uses)
          -> evaluate (per registry dataset, trailing window, and per day) -> report
 
+With the config's ``experiment_start``, evaluate covers experiment_start..dt instead (its running/ holds every day
+of the experiment), and with ``baseline`` each target minus that policy (differences/, confidence sequences); the
+report plots both (plans.daily_plan).
+
 Outputs are published as Assets (scavenger.validation, .adc, .estimates, .report) whose events carry the dt as
 their partition key, so downstream DAGs can schedule on them. The param ``engine`` (spark | duckdb) runs a day
 on DuckDB in a local process instead of spark-submit (small deployments).

@@ -34,8 +34,10 @@ PARAMS = {
                      title="Last day (inclusive)"),
     "policies": Param([], type="array", items={"type": "string", "pattern": C.NAME_PATTERN}, uniqueItems=True,
                       title="Policy ids", description="empty: every policy in the decisions"),
-    "estimators": Param([], type="array", items={"type": "string", "enum": list(C.ESTIMATORS)},
-                        uniqueItems=True, title="Estimators", description="empty: the job's default set"),
+    "estimators": Param([], type="array", items={"type": "string", "pattern": C.ESTIMATOR_PATTERN},
+                        uniqueItems=True, title="Estimators",
+                        description="empty: the job's default set; names and aliases as `scavenger evaluate --help` "
+                                    "lists them (plugins included), checked when the run starts"),
     "prior_mean": Param(None, type=["null", "number"], minimum=C.PRIOR_MEAN_RANGE[0],
                         maximum=C.PRIOR_MEAN_RANGE[1], title="Prior mean reward for PI++",
                         description="null: the logged mean reward"),
@@ -44,6 +46,10 @@ PARAMS = {
                                     "computed for date_to"),
     "adc_method": Param(None, type=["null", "string"], enum=[None, *C.ADC_METHODS], title="ADC method",
                         description="which ADC estimate to use; null: the job's default"),
+    "baseline": Param(None, type=["null", "string"], pattern=C.NAME_PATTERN, title="Baseline policy",
+                      description="each target minus this policy on the same events (differences/, with "
+                                  "confidence sequences): another target of the decisions, or 'logging' for what "
+                                  "the logs earned; null: none"),
 }
 
 with DAG(

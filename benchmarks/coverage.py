@@ -10,7 +10,9 @@ Per cell: ``days`` with an estimate, ``finite`` days with a finite interval, ``c
 truth, coverage = covered / finite with its exact range, ``pass``: a one-sided exact binomial test against the
 stated level does not reject at P = 0.001 (at 100 finite days: 87 or more), ``width/spread``: mean interval width
 over 3.92 x the standard deviation of the daily estimates (about 1 for a right interval, issue 30 asks <= 1.5 where
-20 or more intervals are finite). Writes WORKDIR/coverage.csv and WORKDIR/coverage.md.
+20 or more intervals are finite). Per shape, check f (reward interaction) judged on each day alone: the share of
+days it fails, its false-alarm rate on additive logs and its power on cascade ones. Writes WORKDIR/coverage.csv,
+WORKDIR/check_f.csv and WORKDIR/coverage.md.
 """
 from __future__ import annotations
 
@@ -103,6 +105,36 @@ def summarize(shape, target, cell, kind, g: pd.DataFrame) -> dict:
             "width_over_spread": width / (3.92 * spread) if n and spread > 0 else np.nan}
 
 
+def check_f_days(shape, gen: Path) -> dict:
+    """Check f (reward interaction) judged on each day alone, at the gate's thresholds: on additive logs the share
+    of days it fails is its false-alarm rate (stated: at most 0.001), on cascade logs its power. One scan of the
+    logs for its table (statistics/sql/interaction_tables.py), then the pure check per day."""
+    from scavenger.checks.check_f import check_f
+    from scavenger.checks.verdict import AssumptionConfig
+    from scavenger.engines.duck import DuckDBEngine
+    from scavenger.pipelines.common import describe_inputs, window_dates
+    from scavenger.statistics.plan import plan_for
+    from scavenger.statistics.scan import StatsConfig
+    from scavenger.statistics.window import window_statistics
+
+    inputs = describe_inputs(str(gen / "logs"), None)
+    eng = DuckDBEngine("coverage: check f")
+    try:
+        stats = window_statistics(eng, inputs.logs, None, window_dates(eng, inputs), plan_for(set(), ("f",)),
+                                  StatsConfig())
+    finally:
+        eng.close()
+    verdicts = [{r["verdict"] for r in check_f(t.get("interaction_cells", pd.DataFrame()), AssumptionConfig())}
+                for t in stats.per_day.values()]
+    judged = [v for v in verdicts if v != {"warn"}]
+    fails = sum("fail" in v for v in judged)
+    n = len(judged)
+    return {"shape": shape.name, "click_model": getattr(shape, "click_model", "additive"), "days": len(verdicts),
+            "judged": n, "failed": fails, "rate": fails / n if n else np.nan,
+            "cp_low": float(beta.ppf(0.025, fails, n - fails + 1)) if fails else 0.0,
+            "cp_high": float(beta.ppf(0.975, fails + 1, n - fails)) if fails < n else 1.0}
+
+
 def markdown(table: pd.DataFrame) -> str:
     cols = ["shape", "target", "estimator", "interval_kind", "finite", "days", "coverage", "cp_low", "cp_high",
             "pass", "width_over_spread"]
@@ -126,7 +158,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", action="store_true", help="reuse logs generated earlier under --workdir")
     args = ap.parse_args(argv)
     work = Path(args.workdir)
-    tables, timing = [], []
+    tables, timing, interaction = [], [], []
     for name in [s.strip() for s in args.shapes.split(",") if s.strip()]:
         shape = SHAPES[name]
         gen, out = work / f"{name}-d{args.days}-s{args.seed}", work / f"{name}-d{args.days}-s{args.seed}.out"
@@ -136,16 +168,22 @@ def main(argv=None) -> int:
         pol, adc_t = truth(shape, gen)
         est, adc, secs = evaluate_shape(shape, gen, out)
         tables.append(cells(name, est, adc, pol, adc_t))
+        interaction.append(check_f_days(shape, gen))
         timing.append({"shape": name, "generate": g, **secs, "total": time.perf_counter() - t0})
         print(f"{name}: generate {g:.0f} s, " + ", ".join(f"{k} {v:.0f} s" for k, v in secs.items()), flush=True)
     table = pd.concat(tables, ignore_index=True)
     table.to_csv(work / "coverage.csv", index=False)
-    (work / "coverage.md").write_text(markdown(table) + "\n")
+    f_days = pd.DataFrame(interaction)
+    f_days.to_csv(work / "check_f.csv", index=False)
+    (work / "coverage.md").write_text(markdown(table) + "\n\nCheck f on each day alone (false alarms on additive "
+                                      "logs, stated at most 0.001; power on cascade logs):\n\n"
+                                      + f_days.round(4).to_markdown(index=False) + "\n")
     with pd.option_context("display.width", 250, "display.max_rows", 1000, "display.max_columns", 30):
         print(table[["shape", "target", "estimator", "interval_kind", "finite", "days", "covered", "coverage",
                      "cp_low", "cp_high", "pass", "mean_value", "mean_truth", "width_over_spread"]]
               .round(3).to_string(index=False))
         print(pd.DataFrame(timing).round(1).to_string(index=False))
+        print(f_days.round(4).to_string(index=False))
     failed = table[table["pass"] == False]  # noqa: E712
     print(f"cells: {len(table)}, failing the binomial test at P = 0.001: {len(failed)}")
     return 0

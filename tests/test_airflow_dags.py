@@ -149,9 +149,11 @@ def test_evaluate_graph_and_params(evaluate_dag):
     assert evaluate_dag.max_active_runs == 1  # the ad-hoc runs share {stats_dir}/adhoc: one writer at a time
     params = evaluate_dag.params
     assert set(params.keys()) == {"logs", "decisions", "date_from", "date_to", "policies", "estimators",
-                                  "prior_mean", "adc_source", "adc_method"}
+                                  "prior_mean", "adc_source", "adc_method", "baseline"}
     schema = {k: params.get_param(k).schema for k in params.keys()}
-    assert schema["estimators"]["items"]["enum"] == list(C.ESTIMATORS)
+    assert "evaluate --help" in params.get_param("estimators").description   # the registry checks names at run time
+    with pytest.raises(C.ConfigError, match="unknown estimator"):
+        C.check_estimators(["pii"])
     assert schema["adc_source"]["enum"] == list(C.ADC_SOURCES)
     assert (schema["prior_mean"]["minimum"], schema["prior_mean"]["maximum"]) == C.PRIOR_MEAN_RANGE
     assert params.validate()["adc_source"] == "estimate"
@@ -160,7 +162,7 @@ def test_evaluate_graph_and_params(evaluate_dag):
 @pytest.mark.parametrize("key, value, words", [
     ("prior_mean", 5000, "greater than the maximum"),
     ("prior_mean", "0.5", "is not of type"),
-    ("estimators", ["pi; rm -rf /"], "is not one of"),
+    ("estimators", ["pi; rm -rf /"], "does not match"),
     ("estimators", ["slate_pi", "slate_pi"], "non-unique"),
     ("logs", "-rf", "does not match"),
     ("logs", "db.logs; DROP TABLE x", "does not match"),
@@ -171,6 +173,8 @@ def test_evaluate_graph_and_params(evaluate_dag):
     ("adc_source", "/etc/passwd", "is not one of"),
     ("adc_method", "best", "is not one of"),
     ("policies", ["a b"], "does not match"),
+    ("baseline", "-rf", "does not match"),
+    ("baseline", ["logging"], "is not of type"),
 ])
 def test_bad_param_is_rejected_with_a_clear_message(evaluate_dag, key, value, words):
     from airflow.sdk.definitions.param import ParamValidationError
@@ -191,7 +195,9 @@ def test_cross_field_and_second_line_checks():
                           ({"date_from": "2024-01-01"}, "at most 366"),
                           ({"logs": "/data/../etc"}, "param logs: '/data/../etc' is not allowed"),
                           ({"date_to": "2026-02-30"}, "param date_to: '2026-02-30' is not a calendar date"),
-                          ({"prior_mean": True}, "param prior_mean: expected a number")]:
+                          ({"prior_mean": True}, "param prior_mean: expected a number"),
+                          ({"baseline": "p9"}, "param baseline: 'p9' is not among param policies"),
+                          ({"baseline": "a b"}, "param baseline: 'a b' is not allowed")]:
         with pytest.raises(C.ConfigError, match=words.replace("(", r"\(").replace(".", r"\.")):
             C.evaluate_params({**good, **change})
 
@@ -211,6 +217,11 @@ def test_config_layers_and_rejections(tmp_path):
                         ('{"validate": {"checks": "a; rm"}}', "validate.checks"),
                         ('{"validate": {"reward_max": "1"}}', "validate.reward_max"),
                         ('{"validate": {"extra": 1}}', "validate: expected an object"),
+                        ('{"experiment_start": "2026-02-30"}', "experiment_start: '2026-02-30' is not a calendar"),
+                        ('{"experiment_start": "yesterday"}', "experiment_start: 'yesterday' is not allowed"),
+                        ('{"baseline": "--all"}', "baseline: '--all' is not allowed"),
+                        ('{"baseline": "p9", "registry": [{"name": "a", "decisions": "/d", "policies": ["p1"]}]}',
+                         "baseline: 'p9' is not among registry[0].policies (p1)"),
                         ("[1]", "expected a JSON object")]:
         with pytest.raises(C.ConfigError) as info:
             C.merge_config(None, text)
@@ -460,3 +471,40 @@ def test_documented_backfill_runs_one_dt_at_a_time():
     text = (REPO / "docs" / "airflow.md").read_text()
     commands = [line for line in text.splitlines() if line.startswith("airflow backfill create")]
     assert commands and all("--max-active-runs 1" in c for c in commands)
+
+
+def test_experiment_start_and_baseline_reach_the_daily_evaluate():
+    """From experiment_start on, each dt's evaluate covers experiment_start..dt with --by-day and the config's
+    --baseline (its running/ holds every day of the experiment); before it, the trailing window; a start more than
+    366 days back is a setting to fix. The ad-hoc DAG passes its baseline param."""
+    from scavenger.cli import build_parser
+
+    cfg = C.merge_config(None, json.dumps({"root": "/srv/out", "window_days": 7, "experiment_start": "2026-03-01",
+                                           "baseline": "logging",
+                                           "registry": [{"name": "main", "decisions": "/d/main",
+                                                         "policies": ["soft", "greedy"]}]}))
+    step = P.daily_plan(cfg, "2026-03-20")["evaluate"][0]
+    args = build_parser().parse_args(["evaluate", *step["application_args"]])
+    assert (args.date_from, args.date_to, args.by_day, args.baseline) == ("2026-03-01", "2026-03-20", True,
+                                                                          "logging")
+    assert args.policies == "soft,greedy"
+    before = P.daily_plan(cfg, "2026-02-20")["evaluate"][0]["application_args"]       # not started: trailing
+    assert before[before.index("--from") + 1] == "2026-02-14" and "--baseline" in before
+    first = P.daily_plan(cfg, "2026-03-01")["evaluate"][0]["application_args"]
+    assert first[first.index("--from") + 1] == "2026-03-01"
+    with pytest.raises(C.ConfigError, match="experiment_start: 2026-03-01 is 367 days before dt 2027-03-02"):
+        P.daily_plan(cfg, "2027-03-02")
+    # a baseline among the policies; none: no --baseline, and the window is the trailing one
+    cfg = C.merge_config(None, json.dumps({"baseline": "greedy", "registry": [
+        {"name": "main", "decisions": "/d/main", "policies": ["soft", "greedy"]}, {"name": "all", "decisions": "/d/x"}]}))
+    assert [s["application_args"][s["application_args"].index("--baseline") + 1] for s in
+            P.daily_plan(cfg, "2026-03-20")["evaluate"]] == ["greedy", "greedy"]
+    plain = P.daily_plan(C.merge_config(None, None), "2026-03-20")["evaluate"][0]["application_args"]
+    assert "--baseline" not in plain and plain[plain.index("--from") + 1] == "2026-03-14"
+    params = {"logs": "/data/logs", "decisions": "/data/dec", "date_from": "2026-03-01", "date_to": "2026-03-07",
+              "policies": [], "estimators": [], "prior_mean": None, "adc_source": "estimate", "adc_method": None,
+              "baseline": "logging"}
+    adhoc = P.evaluate_plan(C.merge_config(None, None), params, "k1")["application_args"]
+    assert build_parser().parse_args(["evaluate", *adhoc]).baseline == "logging"
+    assert "--baseline" not in P.evaluate_plan(C.merge_config(None, None), {**params, "baseline": None},
+                                               "k1")["application_args"]

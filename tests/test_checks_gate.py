@@ -82,7 +82,7 @@ def test_gate_below_threshold_proceeds_on_clean_rows(slotted, tmp_path):
     assert stats.table("log_summary")["n_events"].sum() == 2998
     assert stats.table("policy_events")["n_events"].sum() == 2998
     assert {c_: v.window.check_verdicts[c_] for c_ in registry.get("pi").checks} == \
-        {"b": "pass", "c": "pass", "d": "pass", "e": "pass"}
+        {"b": "pass", "c": "pass", "d": "pass", "e": "pass", "f": "pass"}
     assert v.window.check_verdicts["quarantine"] == "warn"
     q = pd.read_parquet(tmp_path / "quarantine" / "logs")
     assert len(q) == 2 and (q["run_id"] == "t1").sum() == 2
@@ -94,7 +94,7 @@ def test_gate_below_threshold_proceeds_on_clean_rows(slotted, tmp_path):
     zero = ge[ge["scope"].str.contains("column=ZERO_PROPENSITY")]
     assert list(zero["verdict"]) == ["warn"]           # GE saw the 2 bad rows; the gate decides
     # the checks pi relies on were run, and only those (plus the quarantine)
-    assert v.checks == registry.checks_for(["slate_pi"]) == ("b", "c", "d", "e")
+    assert v.checks == registry.checks_for(["slate_pi"]) == ("b", "c", "d", "e", "f")
 
 
 def test_gate_above_threshold_fails(slotted):

@@ -45,7 +45,8 @@ def test_a_10_mb_id_is_quarantined_and_goes_no_further(tmp_path, capsys):
     row's other decisions as EVENT_QUARANTINED): rows in = used + quarantined, every estimate equals the one
     without those rows (1e-12), the exit code is that of the same rows with a null ad (NULL_AD), and no message,
     summary or result.json carries the value (the quarantine holds it, as read)."""
-    data = build(tmp_path / "gen", per_day=150, policies=("det", "det2"))
+    # 600 events: about 9 match a deterministic target's slate of 4 x 4 x 4, above IPS's minimum of 5
+    data = build(tmp_path / "gen", per_day=300, policies=("det", "det2"))
     data["decisions"] = [d for d in data["decisions"] if (d["policy_id"], d["event_id"]) != ("det2", "e0-7")]
     for name, ad in (("base", None), ("big", BIG), ("null", None)):
         write_parquet(data if name == "base" else _with_row(data, ad), str(tmp_path / name))
@@ -54,8 +55,8 @@ def test_a_10_mb_id_is_quarantined_and_goes_no_further(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0
     logs, decs = res["counts"]["logs"], res["counts"]["decisions"]
-    assert logs["by_reason"] == {"ID_TOO_LONG": 1} and (logs["rows_in"], logs["rows_quarantined"]) == (301, 1)
-    assert decs["by_reason"] == {"ID_TOO_LONG": 1, "EVENT_QUARANTINED": 2} and decs["rows_in"] == 2 * 300 + 2
+    assert logs["by_reason"] == {"ID_TOO_LONG": 1} and (logs["rows_in"], logs["rows_quarantined"]) == (601, 1)
+    assert decs["by_reason"] == {"ID_TOO_LONG": 1, "EVENT_QUARANTINED": 2} and decs["rows_in"] == 2 * 600 + 2
     _reconciles(logs), _reconciles(decs)
     assert len(captured.out) + len(captured.err) < 20_000 and "AAAAAAAAAA" * 30 not in captured.out + captured.err
     assert (tmp_path / "ev" / "result.json").stat().st_size < 100_000

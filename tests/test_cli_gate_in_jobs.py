@@ -64,7 +64,8 @@ def test_evaluate_gates_per_estimator_on_ranked_logs(gen, tmp_path):
     est = pd.read_parquet(out / "estimates")
     assert {"factored", "scavenging_slate"} <= set(est["estimator"])
     assert not any(e.startswith("slate_") for e in est["estimator"])
-    assert est.loc[est["estimator"] == "factored", "checks"].str.fullmatch(r"a:(pass|warn) b:(pass|warn)").all()
+    assert est.loc[est["estimator"] == "factored", "checks"].str.fullmatch(
+        r"a:(pass|warn) b:(pass|warn) f:(pass|warn)").all()
     diag = pd.read_parquet(out / "diagnostics")
     notes = [m for m in diag["metric"] if m.startswith("gate_note: ")]
     assert notes == [f"gate_note: {PI_FAMILY}: check(s) d failed (factorized logging); left out of the default set"]
@@ -147,7 +148,7 @@ def test_a_check_one_target_fails_refuses_that_target_only(gen, tmp_path):
     assert main(["evaluate", "--decisions", str(root), "--out", str(tmp_path / "report"), "--gate", "report",
                  *args]) == 0
     rep = pd.read_parquet(tmp_path / "report" / "estimates").set_index("policy_id")
-    assert rep.loc["never", "identified"] and rep.loc["never", "checks"] == "a:pass b:fail"
+    assert rep.loc["never", "identified"] and rep.loc["never", "checks"] == "a:pass b:fail f:pass"
     assert rep.loc[pid, "checks"] == alone.loc[pid, "checks"]
 
 

@@ -15,11 +15,11 @@ import pytest
 from scipy.stats import norm
 
 from helpers.reference import build_random, clean, write_parquet
-from scavenger.estimators import families as E
 from scavenger.estimators import attention_decay as A
 from scavenger.statistics.scan import ScanPlan, StatsConfig
 from scavenger.statistics.tables import merge
 from scavenger.statistics.window import WindowStats
+from scavenger.estimators import adc_family as E
 from test_estimators_scavenging import duck_window, main_row, simulate_tables
 
 

@@ -14,14 +14,15 @@ import pytest
 from scipy.stats import norm
 
 from helpers.reference import arrow_tables, build_random, clean, with_unknown_slot_rewards
-from scavenger.estimators import families as E
 from scavenger import registry
 from scavenger.errors import UsageError
 from scavenger.estimators import factored as FA
 from scavenger.estimators import reordering as RO
 from scavenger.pipelines.evaluate import EvaluateOptions
 from scavenger.statistics.scan import ScanPlan
+from scavenger.estimators import adc_family as E
 from test_estimators_scavenging import duck_window, simulate_tables
+from helpers.estimates import estimate_rows
 
 Z95 = float(norm.ppf(0.975))
 
@@ -67,8 +68,8 @@ def _ref_factored(data, policy, C):
 
 def _pipeline_rows(stats, policies, C, wanted=("factored",)) -> pd.DataFrame:
     """The estimate rows the pipeline writes for a given ADC vector (estimators/adc_family.adc_based_rows)."""
-    ctx = E.Context(options=EvaluateOptions(estimators=list(wanted)), C=np.asarray(C, float), adc_source="given")
-    return pd.DataFrame(E.adc_based_rows(stats, list(policies), list(wanted), ctx),
+    ctx = E.AdcContext(options=None, C=np.asarray(C, float), adc_source="given")
+    return pd.DataFrame(estimate_rows(stats, policies, wanted, EvaluateOptions(estimators=list(wanted)), adc=ctx),
                         columns=list(registry.ESTIMATE_COLUMNS))
 
 
@@ -253,11 +254,12 @@ def test_reorder_with_estimated_adcs_keeps_one_unit_for_its_variance():
     stats = duck_window(data, ScanPlan(slate_targets=False, context_cells=False, pair_strata=False))
     try:
         def rows(tables):
-            ctx = E.Context(options=EvaluateOptions(estimators=["reorder"], adc="estimate", adc_method="heuristic"))
+            options = EvaluateOptions(estimators=["reorder"], adc="estimate", adc_method="heuristic")
+            ctx = E.AdcContext(options=options)
             stats.tables = tables
             E.resolve_adc(stats, ctx)
             assert ctx.C is not None and ctx.adc_influence is not None
-            return pd.DataFrame(E.adc_based_rows(stats, ["rev"], ["reorder"], ctx),
+            return pd.DataFrame(estimate_rows(stats, ["rev"], ["reorder"], options, adc=ctx),
                                 columns=list(registry.ESTIMATE_COLUMNS)).set_index("estimator")
 
         full = dict(stats.tables)
@@ -561,8 +563,8 @@ def test_factored_weights_eligibility_strata():
         fac = rows[rows["estimator"] == "factored"].iloc[0]
         assert math.isclose(fac["value"], value, rel_tol=1e-9) and math.isclose(fac["std_error"], se, rel_tol=1e-9)
         assert "2 eligibility strata" in fac["note"] and unweighted > 1.5 * value
-        ctx = E.Context(options=EvaluateOptions(estimators=["scavenging_slate"]), scavenging=pd.DataFrame())
-        direct = E.scavenging_slate_rows(stats, ["first"], ctx)[0]
+        direct = estimate_rows(stats, ["first"], ["scavenging_slate"],
+                               EvaluateOptions(estimators=["scavenging_slate"]))[0]
         assert not direct["identified"] and "eligibility strata" in direct["reason"]
     finally:
         stats.engine.close()

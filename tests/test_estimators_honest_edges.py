@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scavenger.estimators import families as E
-from scavenger.estimators.rows import Context
-from scavenger.estimators.slate_family import slate_rows
 from scavenger.estimators import attention_decay as A
 from scavenger.estimators import factored as F
 from scavenger.estimators import slate as S
 from scavenger.estimators.slate_moments import SlateMoments
+from scavenger.estimators import adc_family as E
+from helpers.estimates import estimate_rows
+from helpers.estimates import all_slate_estimates
 
 
 class _Stats:
@@ -100,7 +100,7 @@ def test_stored_adc_table_may_cover_positions_beyond_the_logs(tmp_path):
     path = tmp_path / "adc.csv"
     pd.DataFrame({"position": [1, 2, 3, 4, 6], "method": "heuristic", "coefficient": [1.0, 0.6, 0.5, 0.4, 0.3]}
                  ).to_csv(path, index=False)
-    ctx = Context(options=SimpleNamespace(adc=str(path), adc_method="heuristic", level=0.95, dcg_base=2.0))
+    ctx = E.AdcContext(options=SimpleNamespace(adc=str(path), adc_method="heuristic", level=0.95, dcg_base=2.0))
     stats = SimpleNamespace(K=3, table=lambda name: pd.DataFrame())
     E.resolve_adc(stats, ctx)
     assert ctx.adc_reason is None and np.allclose(ctx.C[:4], [1.0, 0.6, 0.5, 0.4]) and np.isnan(ctx.C[4])
@@ -126,7 +126,7 @@ def test_snips_with_no_match_and_empty_moments_are_not_identified():
     est = S.snips(m)
     assert not est.identified and "sum W = 0" in est.reason and math.isnan(est.value)
     empty = SlateMoments.from_arrays(np.zeros(0), np.zeros((0, 2)))
-    for e in S.all_estimates(empty):
+    for e in all_slate_estimates(empty):
         assert not e.identified and "no event to average" in e.reason, e.estimator
 
 
@@ -145,8 +145,8 @@ def _slate_stats(r, Y, missing: int, n_all: int):
     ([], np.zeros((0, 2)), 0, 0, "the policy decides no event in the window"),
 ])
 def test_slate_rows_reason_matches_the_case(r, Y, missing, n_all, want):
-    ctx = Context(options=SimpleNamespace(level=0.95))
-    rows = slate_rows(_slate_stats(r, Y, missing, n_all), "p", ["slate_ips", "slate_wpi"], ctx)
+    rows = estimate_rows(_slate_stats(r, Y, missing, n_all), ["p"], ["slate_ips", "slate_wpi"],
+                         SimpleNamespace(level=0.95, prior_mean=None, reward_bounds=None))
     assert [x["identified"] for x in rows] == [False, False]
     assert all(want in x["reason"] for x in rows), rows[0]["reason"]
     assert [x["n_events"] for x in rows] == [len(r)] * 2     # the one event is counted (before: 0)

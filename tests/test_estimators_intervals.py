@@ -14,6 +14,7 @@ from scipy.stats import chi2, norm
 
 from scavenger.estimators import intervals as I
 from scavenger.estimators import slate as S
+from helpers.estimates import interval_of
 
 Z95 = float(norm.ppf(0.975))
 YMAX = np.array([3.0, 20.0, 60.0])
@@ -115,7 +116,7 @@ def test_ips_el_coverage_on_rare_matches():
         if m.n_W_pos == 0:
             continue
         est = S.ips(m)
-        lo, hi, kind, _ = I.slate_interval("slate_ips", est, m, wmax, YMAX, 0.0, 3.0, 0.95)
+        lo, hi, kind, _ = interval_of("slate_ips")(est, m, wmax, YMAX, 0.0, 3.0, 0.95)
         assert kind == "el"
         n += 1
         hit += lo <= truth <= hi
@@ -129,10 +130,10 @@ def test_no_match_not_identified_and_no_zero_width():
     Y = np.zeros((300, 3))
     Y[:, 0] = 3.0
     m = S.SlateMoments.from_arrays(np.zeros(300), Y)              # no event matches every slot; all rewards 0
-    lo, hi, kind, why = I.slate_interval("slate_ips", S.ips(m), m, 3600.0, YMAX, 0.0, 3.0, 0.95)
-    assert kind == "none" and math.isnan(lo) and "matches" in why
+    lo, hi, kind, why = interval_of("slate_ips")(S.ips(m), m, 3600.0, YMAX, 0.0, 3.0, 0.95)
+    assert kind == "none" and math.isnan(lo) and "match the target" in why
     # every reward 0 and no variation in Y: the CLT would give PI = 0 with [0, 0]; the interval is not [0, 0]
-    lo, hi, kind, why = I.slate_interval("slate_pi", S.pi(m), m, 3600.0, YMAX, 0.0, 3.0, 0.95)
+    lo, hi, kind, why = interval_of("slate_pi")(S.pi(m), m, 3600.0, YMAX, 0.0, 3.0, 0.95)
     assert S.pi(m).ci_low == S.pi(m).ci_high == 0.0 and (kind == "none" or hi > lo)
     assert I.clt_or_none(0.0, 0.0, 0.95)[2] == "none" and I.clt_or_none(0.1, 0.01, 0.95)[2] == "clt"
 
@@ -177,19 +178,29 @@ def test_el_cv_interval_equals_numerical_optimum(seed):
     np.testing.assert_allclose(got, ref, atol=1e-6)
 
 
-def test_pi_family_shares_one_interval():
+def test_pi_family_each_its_own_t_interval():
+    """PI, wPI, PI++ and pi_beta: value -/+ t_{0.975, n_eff - 1} std_error, each from its own estimate and standard
+    error (numpy), so each holds its estimate and PI++ is narrower than PI exactly as its standard error is."""
+    from scipy.stats import t as student
+
     rng = np.random.default_rng(2)
     m, wmax, truth = _slotted_day(rng, 2000)
     ymax = np.array([3.0, 20.0, 60.0])
-    ends = {e: I.slate_interval(e, f(m), m, wmax, ymax, 0.0, 3.0, 0.95)
-            for e, f in (("slate_pi", S.pi), ("slate_wpi", S.wpi), ("slate_pi_plus_plus", S.pi_plus_plus),
-                         ("slate_pi_beta", S.pi_beta))}
-    assert len({(lo, hi, kind) for lo, hi, kind, _ in ends.values()}) == 1
-    lo, hi, kind, _ = ends["slate_pi"]
-    assert kind == "el" and lo < S.pi(m).value < hi
+    q = student.ppf(0.975, 2000 / (1 + 2 + 19 + 59) - 1)
+    for e, f in (("slate_pi", S.pi), ("slate_wpi", S.wpi), ("slate_pi_plus_plus", S.pi_plus_plus),
+                 ("slate_pi_beta", S.pi_beta)):
+        est = f(m)
+        lo, hi, kind, why = interval_of(e)(est, m, wmax, ymax, 0.0, 3.0, 0.95)
+        assert kind == "t" and why is None and lo < est.value < hi
+        np.testing.assert_allclose([lo, hi], [est.value - q * est.std_error, est.value + q * est.std_error],
+                                   rtol=1e-12)
+    pi, pp = S.pi(m), S.pi_plus_plus(m)
+    w = {e.estimator: interval_of(e.estimator)(e, m, wmax, ymax, 0.0, 3.0, 0.95) for e in (pi, pp)}
+    assert (w["slate_pi_plus_plus"][1] - w["slate_pi_plus_plus"][0]) / (w["slate_pi"][1] - w["slate_pi"][0]) == \
+        pytest.approx(pp.std_error / pi.std_error, rel=1e-12)
     m300, _, _ = _slotted_day(rng, 300)
     assert I.design_ess(300, ymax) < I.MIN_EFFECTIVE_EVENTS <= I.design_ess(2000, ymax)
-    assert I.slate_interval("slate_pi", S.pi(m300), m300, wmax, ymax, 0.0, 3.0, 0.95)[2] == "none"
+    assert interval_of("slate_pi")(S.pi(m300), m300, wmax, ymax, 0.0, 3.0, 0.95)[2] == "none"
 
 
 def test_weight_bound():
@@ -229,14 +240,14 @@ def test_ips_interval_withdrawn_when_the_estimate_lies_outside_it():
     """Weights that average far from E[W] = 1 (propensities logged too small: every W = 5) put the IPS estimate
     outside its own EL interval: no interval, and the reason states the weights' mean."""
     from scavenger.estimators import slate as S
-    from scavenger.estimators.intervals import off_interval_reason, slate_interval
+    from scavenger.estimators.intervals import off_interval_reason
 
     rng = np.random.default_rng(3)
     r = (rng.random(400) < 0.4).astype(float)
     m = S.SlateMoments.from_arrays(r, np.full((400, 1), 5.0))
     est = S.ips(m)
     assert abs(est.value - 5.0 * r.mean()) < 1e-12
-    lo, hi, kind, why = slate_interval("slate_ips", est, m, 10.0, [10.0], 0.0, 1.0, 0.95)
+    lo, hi, kind, why = interval_of("slate_ips")(est, m, 10.0, [10.0], 0.0, 1.0, 0.95)
     assert kind == "none" and np.isnan(lo) and np.isnan(hi) and "weights average 5 per event" in why
     # inside its interval nothing is withdrawn; outside it, only when the weights' mean is > 5 SE off the design's
     assert off_interval_reason(0.5, 0.4, 0.6, 100, 100.0, 400.0) is None

@@ -16,13 +16,15 @@ from scipy.special import gammaln
 from scipy.stats import norm
 
 from helpers.reference import arrow_tables, build_random, slate_r
-from scavenger.estimators import families as E
 from scavenger import registry
 from scavenger.engines.duck import DuckDBEngine
 from scavenger.estimators import scavenging as S
 from scavenger.pipelines.common import GateConfig, describe_inputs
 from scavenger.pipelines.evaluate import EvaluateOptions, evaluate
 from scavenger.statistics.window import WindowStats
+from scavenger.estimators import scavenging_family as E
+from scavenger.estimators.intervals import MIN_MATCHING
+from helpers.estimates import estimate_rows
 
 Z95 = float(norm.ppf(0.975))
 SIM_DAY = dt.date(2026, 1, 1)
@@ -62,9 +64,9 @@ def main_row(rows: pd.DataFrame) -> pd.Series:
 
 def scavenging_rows(stats, policies, delta=0.05, level=0.95, uniform=False, n_ads=None) -> pd.DataFrame:
     """The direct-approach rows of the pipeline (estimate.py over the engine's reduction of the big tables)."""
-    ctx = E.Context(options=EvaluateOptions(delta=delta, level=level, uniform_logging=uniform, n_ads=n_ads))
-    ctx.scavenging = E.scavenging_sums(stats)
-    return pd.DataFrame(E.scavenging_slate_rows(stats, list(policies), ctx), columns=list(registry.ESTIMATE_COLUMNS))
+    options = EvaluateOptions(delta=delta, level=level, uniform_logging=uniform, n_ads=n_ads)
+    return pd.DataFrame(estimate_rows(stats, policies, ["scavenging_slate"], options),
+                        columns=list(registry.ESTIMATE_COLUMNS))
 
 
 # dense: 4 ads, K=2 (12 slates, every slate logged); sparse: 8 ads, K=3 (336 slates): targets show unlogged slates
@@ -697,6 +699,9 @@ def test_clt_needs_two_matched_events(n_match, duck):
     if n_match == 0:
         assert len(got) == 1 and not got.loc["none", "identified"] and math.isnan(got.loc["none", "value"])
         assert "no logged slate equals" in got.loc["none", "reason"]
+    elif n_match < MIN_MATCHING:    # identified from MIN_MATCHING matching events on (estimators/intervals.py)
+        assert len(got) == 1 and not got.loc["none", "identified"] and math.isnan(got.loc["none", "value"])
+        assert f"only {n_match} logged event(s) match" in got.loc["none", "reason"]
     else:
         assert math.isclose(got.loc["bound", "ci_high"] - got.loc["bound", "value"], est["halfwidth"], rel_tol=1e-12)
         main = main_row(got)

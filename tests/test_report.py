@@ -401,3 +401,20 @@ def test_summary_says_when_it_lists_only_some_quarantine_reasons():
     assert "(MISSING_REWARD 88, NULL_AD 7, POSITION_GAP 6 and 2 more reason(s), see result.json)" in line
     counts["logs"]["by_reason"] = {"MISSING_REWARD": 88}
     assert _rows_lines(counts)[0].endswith("(MISSING_REWARD 88)")
+
+
+def test_adc_section_says_why_a_position_is_not_identified():
+    """The ADC section shows the adc table's reason where a coefficient is not identified (before: "–" without
+    it): in the table's cell and once per reason under the plot."""
+    from scavenger.report.inputs import ReportInputs
+    from scavenger.report.sections import section_adc
+
+    why = "ADCs are not identifiable: no ad was shown at more than one position"
+    rows = [{"method": m, "position": p, "interval_kind": "delta", "coefficient": 1.0 if p == 1 else float("nan"),
+             "std_error": 0.0 if p == 1 else float("nan"), "ci_low": 1.0 if p == 1 else float("nan"),
+             "ci_high": 1.0 if p == 1 else float("nan"), "ads_used": 3, "impressions_used": 100, "dcg": 1.0 / p,
+             "identified": p == 1, "reason": None if p == 1 else why}
+            for m in ("naive", "heuristic") for p in (1, 2, 3)]
+    html = section_adc(ReportInputs(adc=pd.DataFrame(rows)))
+    assert f'data-name="adc_not_identified">position(s) 2, 3 (naive, heuristic): not identified: {why}' in html
+    assert html.count(f'class="why" data-value="nan">not identified: {why}</td>') == 4

@@ -478,14 +478,14 @@ def _same_as_scanned(scanned, loaded: dict, days: list) -> None:
 
 
 def test_ad_position_the_same_summed_per_stratum_value_first_or_not(data, monkeypatch):
-    """ad_position sums per value of the scope key first when the values are few (scan.BY_VALUE_EVENTS): both
-    shapes give the same table (counts exactly, sums to 1e-12), with the bootstrap replicates and a context key."""
-    from scavenger.statistics import scan
+    """ad_position sums per value of the scope key first when the values are few (declarations.BY_VALUE_EVENTS):
+    both shapes give the same table (counts exactly, sums to 1e-12), with the bootstrap replicates and a context key."""
+    from scavenger.statistics import declarations
 
     L, D = arrow_tables(data)
     got = {}
     for label, events in (("by value", 0), ("one aggregation", 10 ** 12)):
-        monkeypatch.setattr(scan, "BY_VALUE_EVENTS", events)
+        monkeypatch.setattr(declarations, "BY_VALUE_EVENTS", events)
         for key in ("context_id", "context:f"):
             w = run_window(L, D, StatsConfig(bootstrap=3, seed=2, calibration_key=key))
             got[label, key] = w.table("ad_position")

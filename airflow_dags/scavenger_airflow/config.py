@@ -35,9 +35,17 @@ def _registry():
     return registry
 
 
-# The estimators a deployment may name: the registry's (tests check the enums of the DAG params against it).
-ESTIMATORS = tuple(_registry().ESTIMATORS)
-ESTIMATOR_NAMES = tuple(_registry().names())
+
+
+def __getattr__(name: str):
+    """ESTIMATORS / ESTIMATOR_NAMES: the estimators a deployment may name, the registry's (built-in and plugins),
+    read when first asked for: parsing a DAG file loads no estimator module (the DAG processor parses them often)."""
+    if name == "ESTIMATORS":
+        return tuple(_registry().ESTIMATORS)
+    if name == "ESTIMATOR_NAMES":
+        return tuple(_registry().names())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 ENGINES = ("spark", "duckdb")
 # estimate: ADCs from the evaluated window's own logs; daily: the table of scavenger_daily's `adc` task for the
 # window's last day ({root}/adc/dt=<to>/adc)
@@ -55,6 +63,7 @@ _URI = r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9_./=:+@%,-]+"
 SOURCE_PATTERN = rf"^(?:{_PATH}|{_URI}|{_TABLE})$"
 LOCATION_PATTERN = rf"^(?:{_PATH}|{_URI})$"
 NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+ESTIMATOR_PATTERN = r"^[a-z0-9_+]{1,64}$"   # an estimator's name or alias (pi++); the registry checks it at run time
 DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 SPARK_KEY_PATTERN = r"^spark\.[A-Za-z0-9_.-]+$"
 SPARK_VALUE_PATTERN = r"^[A-Za-z0-9_./=:+@%,\[\]* -]{0,512}$"
@@ -71,6 +80,13 @@ DEFAULTS: dict = {
     # the policy registry: each entry = one decisions dataset (path or table) and optionally which policy ids
     "registry": [{"name": "demo", "decisions": str(REPO / "demo-out" / "decisions"), "policies": []}],
     "window_days": 7,
+    # an experiment's first day (YYYY-MM-DD): from it on, each day's evaluate covers experiment_start..dt (not the
+    # trailing window), so its running/ holds every day of the experiment (plans.daily_plan); null: the trailing
+    # window only
+    "experiment_start": None,
+    # evaluate's --baseline: each target minus this policy on the same events (another target of the decisions,
+    # or "logging" for what the logs earned), with confidence sequences; null: none
+    "baseline": None,
     # the gate (`scavenger validate` of the day's logs); only these typed options, mapped to its flags
     "validate": {"great_expectations": True, "checks": None, "max_quarantine_share": None, "cramers_v_max": None,
                  "reward_max": None},
@@ -125,12 +141,26 @@ def check_date(value, what: str) -> str:
 def check_estimators(values, what: str = "estimators") -> list[str]:
     if not isinstance(values, (list, tuple)):
         raise ConfigError(f"{what}: expected a list of estimator names, got {values!r}")
-    bad = [v for v in values if v not in ESTIMATOR_NAMES]
+    names = __getattr__("ESTIMATOR_NAMES") if values else ()
+    bad = [v for v in values if v not in names]
     if bad:
-        raise ConfigError(f"{what}: unknown estimator(s) {bad}; choose from {list(ESTIMATORS)}")
+        raise ConfigError(f"{what}: unknown estimator(s) {bad}; choose from {list(__getattr__('ESTIMATORS'))}")
     if len(set(values)) != len(values):
         raise ConfigError(f"{what}: duplicate estimator in {list(values)}")
     return list(values)
+
+
+def check_baseline(value, policy_lists=(), what: str = "baseline"):
+    """None, "logging", or a policy id; a policy id must be among each given list of policies that is not empty
+    (those datasets' evaluate reads only those policies, as `evaluate --policies ... --baseline` requires)."""
+    if value is None:
+        return None
+    check_pattern(NAME_PATTERN, value, what)
+    for where, policies in policy_lists:
+        if value != "logging" and policies and value not in policies:
+            raise ConfigError(f"{what}: {value!r} is not among {where} ({', '.join(policies)}), so its decisions "
+                              f"are not read; add it there, or give 'logging' for what the logs earned")
+    return value
 
 
 def check_prior_mean(value, what: str = "prior_mean"):
@@ -191,6 +221,10 @@ def validate_config(cfg: dict) -> dict:
     if isinstance(wd, bool) or not isinstance(wd, int) or not 1 <= wd <= MAX_WINDOW_DAYS:
         raise ConfigError(f"window_days: expected an integer in [1, {MAX_WINDOW_DAYS}], got {wd!r}")
     out["estimators"] = check_estimators(out["estimators"])
+    if out["experiment_start"] is not None:
+        check_date(out["experiment_start"], "experiment_start")
+    out["baseline"] = check_baseline(out["baseline"], [(f"registry[{i}].policies", e["policies"])
+                                                        for i, e in enumerate(out["registry"])])
     out["prior_mean"] = check_prior_mean(out["prior_mean"])
     out["adc_source"] = check_adc_source(out["adc_source"])
     out["adc_method"] = check_enum(out["adc_method"], ADC_METHODS, "adc_method")
@@ -310,6 +344,7 @@ def evaluate_params(params: dict) -> dict:
     p["policies"] = list(p.get("policies") or [])
     for pid in p["policies"]:
         check_pattern(NAME_PATTERN, pid, "param policies")
+    p["baseline"] = check_baseline(p.get("baseline"), [("param policies", p["policies"])], "param baseline")
     return p
 
 

@@ -8,7 +8,8 @@ import datetime as _dt
 import re
 from pathlib import Path
 
-from .config import check_pattern, check_date, dataset_catalog, evaluate_params, validate_flags
+from .config import (MAX_WINDOW_DAYS, ConfigError, check_date, check_pattern, dataset_catalog, evaluate_params,
+                     validate_flags)
 
 
 def out_dir(cfg: dict, job: str, ds: str) -> str:
@@ -97,6 +98,8 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
     check_date(ds, "ds")
     logs, store = cfg["logs"], stores(cfg)
     frm, to = window(ds, cfg["window_days"])
+    efrm = evaluate_from(cfg, ds, frm)
+    base = ["--baseline", cfg["baseline"]] if cfg.get("baseline") else []
     rid = ["--run-id", run_id] if run_id and re.fullmatch(r"[A-Za-z0-9_.:+-]{1,200}", run_id) else []
     est = ["--estimators", ",".join(["adc", *cfg["estimators"]])] if cfg["estimators"] else []
     plan = {
@@ -121,8 +124,8 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
             *_estimation_flags(cfg, cfg, ds), "--stats-dir", store[name],
             "--out", out_dir(cfg, f"stats/{name}", ds), *rid], python, catalog=None))
         evaluate.append(_step(cfg, "evaluate", [
-            "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", frm, "--to", to,
-            *_estimation_flags(cfg, cfg, ds), "--stats-dir", store[name], "--by-day",
+            "--logs", logs, "--decisions", entry["decisions"], *pol, "--from", efrm, "--to", to,
+            *_estimation_flags(cfg, cfg, ds), "--stats-dir", store[name], "--by-day", *base,
             "--out", out_dir(cfg, f"evaluate/{name}", ds), *rid], python, catalog=dataset_catalog(cfg, entry)))
     plan["stats"], plan["evaluate"] = stats, evaluate
     report_args = ["--root", cfg["root"], "--dt", ds, "--out", out_dir(cfg, "report", ds), *rid]
@@ -137,6 +140,20 @@ def daily_plan(cfg: dict, ds: str, python: str = "", run_id: str = "") -> dict:
     return plan
 
 
+def evaluate_from(cfg: dict, ds: str, trailing_from: str) -> str:
+    """The first day of the daily evaluate's window: the config's experiment_start once dt reaches it (its
+    running/ then holds every day of the experiment, each day's band the sequence since the start), else the
+    trailing window's. A start more than MAX_WINDOW_DAYS before dt is a setting to fix."""
+    start = cfg.get("experiment_start")
+    if not start or start > ds:
+        return trailing_from
+    span = (_dt.date.fromisoformat(ds) - _dt.date.fromisoformat(start)).days + 1
+    if span > MAX_WINDOW_DAYS:
+        raise ConfigError(f"experiment_start: {start} is {span} days before dt {ds}; a window holds at most "
+                          f"{MAX_WINDOW_DAYS} days: set a later experiment_start (or null for the trailing window)")
+    return start
+
+
 def evaluate_plan(cfg: dict, params: dict, run_key: str, python: str = "") -> dict:
     """The single Spark step of ``scavenger_evaluate``; output under {root}/evaluate-adhoc/<run_key>/."""
     p = evaluate_params(params)
@@ -145,7 +162,7 @@ def evaluate_plan(cfg: dict, params: dict, run_key: str, python: str = "") -> di
     out = f"{cfg['root'].rstrip('/')}/evaluate-adhoc/{run_key}"
     args = ["--logs", p["logs"], "--decisions", p["decisions"], *pol, "--from", p["date_from"],
             "--to", p["date_to"], *_estimation_flags(cfg, p, p["date_to"]),
-            "--stats-dir", f"{cfg['stats_dir'].rstrip('/')}/adhoc", "--out", out]
+            *(["--baseline", p["baseline"]] if p.get("baseline") else []), "--stats-dir", f"{cfg['stats_dir'].rstrip('/')}/adhoc", "--out", out]
     # no --catalog: the catalog tables are the daily DAG's, one partition per dt; an ad-hoc window ending on a day
     # would replace that day's scheduled estimates with its own (other policies, estimators or window)
     return _step(cfg, "evaluate", args, python, catalog=None)

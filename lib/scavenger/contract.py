@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .contract_sql import (arrow_schema, arrow_type, conform_frame, conform_sql, empty_sql,  # noqa: F401
-                           nullable_type, select_sql, sql_type)
+from .contract_sql import (arrow_type, conform_frame, conform_sql, empty_sql, nullable_type,  # noqa: F401
+                           sql_type)
 from .errors import ContractError, UsageError
 
 LOGS = "impression_log"
@@ -70,6 +70,23 @@ def load_contract(name: str) -> Contract:
         return Contract(name=name, spec=json.load(fh))
 
 
+def select_sql(name: str, exprs: dict, source: str) -> str:
+    """SELECT from ``source`` of contract ``name``'s columns in order, each SQL expression of ``exprs`` (missing:
+    null) ``try_cast`` to the contract's type with nested fields nullable: how writers that build rows in SQL
+    (the generator, the OBD ingest) give both engines the same output schema."""
+    cols = [f"try_cast({exprs.get(f.name, 'NULL')} AS {sql_type(nullable_type(f.dataType))}) AS {f.name}"
+            for f in load_contract(name).struct_type().fields]
+    return "SELECT " + ", ".join(cols) + f" FROM {source}"
+
+
+def arrow_schema(name: str, nullable: bool = False):
+    """The contract as a pyarrow schema (for writers that do not go through Spark: pyarrow, DuckDB)."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(f.name, arrow_type(f.dataType, nullable), f.nullable or nullable)
+                      for f in load_contract(name).struct_type().fields])
+
+
 def is_table_name(source: str) -> bool:
     """A catalog table name (``db.t``, ``cat.db.t``) rather than a path (io.sources.is_table_name)."""
     from .io.sources import is_table_name as _is_table
@@ -102,7 +119,7 @@ def read_source(spark, source: str):
             return spark.table(source)
         except AnalysisException:
             raise UsageError(f"no such table or path: {source}") from None
-    from .engines.spark import spark_read_path
+    from .io.spark_files import spark_read_path
 
     _check_path(source)
     try:
@@ -178,7 +195,7 @@ def write_partitioned(df, path: str, partition_column: str = "dt", mode: str = "
     ``<path>/_staging/<uuid>`` (skipped by readers), then each ``dt=...`` directory is swapped in with a rename
     (pyarrow.fs; any URI it opens), so a driver killed midway leaves the previous partitions and no partial one.
     ``overwrite`` replaces only the days in ``df``; ``append`` adds files to them. Returns the days written."""
-    from .engines.spark import write_frame
+    from .io.spark_files import write_frame
 
     if mode not in ("overwrite", "append"):
         raise UsageError(f"write mode must be overwrite or append, got {mode!r}")

@@ -1,12 +1,10 @@
 """The contracts of ``schemas/`` outside Spark DataFrames: as SQL (the SELECTs that conform a source to a contract,
 the same on both engines: Spark SQL, DuckDB via sqlglot), as Arrow types (writers that do not go through Spark) and
-as pandas dtypes (the small output tables). Reading and writing Spark DataFrames is :mod:`scavenger.contract`."""
+as pandas dtypes (the small output tables). Reading and writing Spark DataFrames is :mod:`scavenger.contract`.
+
+Every function here takes a :class:`scavenger.contract.Contract` (or a type of one) and imports nothing from that
+module: the contracts are loaded there, the engines below it conform sources with what is here."""
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .contract import Contract
 
 
 def nullable_type(data_type):
@@ -137,7 +135,7 @@ def _struct_map(name: str, t, data_type) -> str:
     return f"CASE WHEN {name} IS NULL THEN NULL ELSE map_from_arrays(array({literals}), array({values})) END"
 
 
-def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=(), carry=()) -> str:
+def conform_sql(contract, view: str, schema, dt=None, nanos_as_long=(), carry=()) -> str:
     """SELECT of ``view`` as the contract's columns and types (Spark SQL; DuckDB via sqlglot).
 
     ``schema``: the source's pyarrow schema. Values that do not parse become null (``try_cast``) and are then
@@ -180,17 +178,6 @@ def conform_sql(contract: Contract, view: str, schema, dt=None, nanos_as_long=()
     return "SELECT " + ", ".join(cols) + f" FROM {view}"
 
 
-def select_sql(name: str, exprs: dict, source: str) -> str:
-    """SELECT from ``source`` of contract ``name``'s columns in order, each SQL expression of ``exprs`` (missing:
-    null) ``try_cast`` to the contract's type with nested fields nullable: how writers that build rows in SQL
-    (the generator, the OBD ingest) give both engines the same output schema."""
-    from .contract import load_contract
-
-    cols = [f"try_cast({exprs.get(f.name, 'NULL')} AS {sql_type(nullable_type(f.dataType))}) AS {f.name}"
-            for f in load_contract(name).struct_type().fields]
-    return "SELECT " + ", ".join(cols) + f" FROM {source}"
-
-
 def arrow_type(data_type, nullable: bool = False):
     """The pyarrow type of a contract type (timestamps as UTC microseconds, as Spark writes them); ``nullable``:
     every nested field nullable (a writer of bad data, or one that does not know the contract)."""
@@ -214,20 +201,10 @@ def arrow_type(data_type, nullable: bool = False):
     raise TypeError(f"no pyarrow type for {data_type}")
 
 
-def arrow_schema(name: str, nullable: bool = False):
-    """The contract as a pyarrow schema (for writers that do not go through Spark: pyarrow, DuckDB)."""
-    import pyarrow as pa
-
-    from .contract import load_contract
-
-    return pa.schema([pa.field(f.name, arrow_type(f.dataType, nullable), f.nullable or nullable)
-                      for f in load_contract(name).struct_type().fields])
-
-
 _PANDAS_TYPES = {"double": "float64", "long": "Int64", "integer": "Int32", "boolean": "boolean"}
 
 
-def conform_frame(df, contract: Contract):
+def conform_frame(df, contract):
     """A small pandas output table cast to its contract (schemas/<name>.schema.json): the contract's columns in
     order with their types (a missing column is null), then any other columns (``dt`` of a by-day table)."""
     import pandas as pd

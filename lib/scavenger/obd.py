@@ -76,10 +76,10 @@ def _register(engine, root, policies, campaigns) -> str:
 
 def ingest_obd(spark, root: str | Path, policies=POLICIES, campaigns=CAMPAIGNS):
     """All OBD files under ``root`` as one contract Spark DataFrame (the statement of :func:`obd_sql`)."""
-    from .engines.spark import SparkEngine
+    from .engines import open_engine
 
-    engine = SparkEngine(spark, "ingest_obd")  # its raw CSV views stay registered: the DataFrame reads them
-    return spark.sql(_register(engine, root, policies, campaigns))
+    engine = open_engine("spark", "ingest_obd", spark=spark)    # not closed: the DataFrame reads its CSV views
+    return engine.relation(_register(engine, root, policies, campaigns))
 
 
 def ingest_obd_to(engine, root: str | Path, out_logs: str, policies=POLICIES, campaigns=CAMPAIGNS) -> dict:
@@ -128,8 +128,8 @@ def write_by_dt(table, uri: str) -> list[str]:
     import pyarrow as pa
     import pyarrow.dataset as pds
 
-    from .engines.duck import commit_partitions
     from .io import fs
+    from .io.partitions import commit_partitions
 
     target = fs.local_path(uri)
     staging = fs.join(target, "_staging", uuid.uuid4().hex)

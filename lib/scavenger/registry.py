@@ -1,17 +1,32 @@
-"""One declaration per estimator: what it is called, what it reads, which checks bear on it, what the data must
-show for it to be identified, and the function that estimates it. The CLI's choices, the gate's estimator-to-check
-mapping, the scan plan, the Airflow estimator list and the estimates table all read this module.
+"""Every estimator the pipeline can run: the built-in families' declarations and the plugins' (entry-point group
+``scavenger.estimators``, each entry point an :class:`Estimator`), collected on first use. The command line's
+choices, the gate's estimator-to-check mapping, the scan plan, the Airflow estimator list, the report and the
+estimates table all read this module; the pipeline runs each declaration's ``estimate`` function.
 
     spec = registry.get("pi")                 # aliases resolve to slate_pi
     registry.resolve(["scavenging", "pi"])    # groups expand, names are checked (UsageError, exit 2)
-    registry.checks_for(["slate_pi"])         # ("b", "c", "d", "e")
+    registry.checks_for(["slate_pi"])         # ("b", "c", "d", "e", "f")
     registry.plan_for([...])                  # the statistics tables the scan must compute
+
+Importing this module opens no file and imports no estimator: ``scavenger --help`` and flag errors stay fast.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import difflib
+import importlib
+import sys
+from importlib import metadata
 
 from .errors import UsageError
+from .estimators.declaration import EstimateOptions, Estimator  # noqa: F401 - the plugin API
+
+ENTRY_POINT_GROUP = "scavenger.estimators"
+# the built-in families, in the order of the default set and of the estimates table
+BUILTIN = ("scavenger.estimators.scavenging_family", "scavenger.estimators.adc_family",
+           "scavenger.estimators.slate_family", "scavenger.estimators.ranking_family")
+_OUTPUT_TABLES = {"ESTIMATE_COLUMNS": "estimates", "DIAGNOSTIC_COLUMNS": "diagnostics", "ADC_COLUMNS": "adc"}
+_STATE: dict = {}
+
 
 def _columns(name: str) -> dict:
     """{column: Spark type name} of an output contract (schemas/<name>.schema.json, the single source)."""
@@ -20,128 +35,122 @@ def _columns(name: str) -> dict:
     return {f["name"]: f["type"] for f in load_contract(name).fields}
 
 
-# The output tables' columns and types, read from schemas/ (estimates, adc, diagnostics) when first used, so that
-# importing the registry (the Airflow DAG files do, for the estimator list) opens no file
-_OUTPUT_TABLES = {"ESTIMATE_COLUMNS": "estimates", "DIAGNOSTIC_COLUMNS": "diagnostics", "ADC_COLUMNS": "adc"}
-
-
 def __getattr__(name: str):
     if name in _OUTPUT_TABLES:
         value = _columns(_OUTPUT_TABLES[name])
         globals()[name] = value
         return value
+    if name == "ESTIMATORS":
+        return _load()["estimators"]
+    if name == "ADC":
+        return _load()["adc"]
+    if name == "GROUPS":
+        return _load()["groups"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@dataclass(frozen=True)
-class Estimator:
-    """An estimator's declaration (see module doc)."""
-
-    name: str
-    family: str                       # scavenging | adc_based | slate | adc
-    summary: str                      # formula and seed section
-    aliases: tuple = ()
-    checks: tuple = ()                # assumption checks (checks/assumptions.py letters) that bear on it
-    tables: tuple = ()                # statistics tables it reads
-    needs_decisions: bool = True
-    needs_propensities: bool = False
-    default: bool = True              # in the default set of `evaluate`
-    identification: str = ""          # what the data must show (the reason text when it does not)
-    recommend_rank: int = 99          # the report's top line: the lowest-ranked identified estimate with an interval
-    outputs: tuple = ()               # estimator names of the rows it writes besides its own (variants)
-    extra: dict = field(default_factory=dict)
-
-
-_SCAV, _SLATE_CHECKS = ("a", "b"), ("b", "c", "d", "e")
-_SLATE_TABLES = ("slate_moments", "policy_events")
-ESTIMATORS: dict[str, Estimator] = {e.name: e for e in [
-    Estimator("scavenging_slate", "scavenging",
-              "V = sum_s (T_s/T) sum_{a in s} S_a / T_a, action = the logged (partial) slate (seed 001 sec. 3, 4.1)",
-              aliases=("direct",), checks=_SCAV, tables=("slate_targets", "slate_covered", "policy_events"),
-              identification="every slate the target shows was logged (T_a > 0) for some event", recommend_rank=6,
-              outputs=("scavenging_ad", "scavenging_slate_uniform", "scavenging_ad_uniform")),
-    Estimator("scavenging_base", "scavenging",
-              "V = sum_a S_a / T_a, action = the base (logging) policy that served the event (seed 001 sec. 3.3)",
-              checks=_SCAV, tables=("log_summary", "base_targets", "policy_events"),
-              identification="the target names a logged base policy on every event", recommend_rank=7,
-              outputs=("scavenging_base_uniform",)),
-    Estimator("factored", "adc_based",
-              "V = sum_a sum_{i,j} F(a,i,j) C_j / C_i / T_a (seed 001 sec. 4.2)",
-              checks=_SCAV, tables=("factored", "factored_sq", "target_placements", "ad_position",
-                                    "policy_ads", "policy_events"),
-              identification="ADCs identified (ads shown at two or more positions) and every ad the target shows "
-                             "logged", recommend_rank=4),
-    Estimator("reorder", "adc_based",
-              "V(h_pi) = sum_{a,i,j} F(a,i,j) C_j / C_i; lift = V / logged clicks (seed 001 sec. 4.2-4.4)",
-              aliases=("reordering",), checks=_SCAV, tables=("factored", "factored_sq", "ad_position",
-                                                             "policy_ads", "reorder_pairs", "policy_events"),
-              identification="the target re-orders the logged ads on every event, and ADCs are identified",
-              recommend_rank=5, outputs=("reorder_lift",)),
-    Estimator("slate_ips", "slate", "mean(r W), W = prod_k pi_k/mu_k (seed 002 eq. 2)", aliases=("ips",),
-              checks=_SLATE_CHECKS, tables=_SLATE_TABLES, needs_propensities=True,
-              identification="logged propensities and some logged slate the target would show", recommend_rank=3),
-    Estimator("slate_snips", "slate", "sum(r W) / sum(W) (self-normalized IPS)", aliases=("snips",),
-              checks=_SLATE_CHECKS, tables=_SLATE_TABLES, needs_propensities=True,
-              identification="logged propensities and some logged slate the target would show", recommend_rank=8),
-    Estimator("slate_pi", "slate", "mean(r G), G = 1 - K + sum_k Y_k (seed 002 eq. 4, pseudoinverse)",
-              aliases=("pi",), checks=_SLATE_CHECKS, tables=_SLATE_TABLES, needs_propensities=True,
-              identification="logged propensities (factorized logging)", recommend_rank=2),
-    Estimator("slate_wpi", "slate", "sum(r G) / sum(G) (weighted PI)", aliases=("wpi",),
-              checks=_SLATE_CHECKS, tables=_SLATE_TABLES, needs_propensities=True,
-              identification="logged propensities (factorized logging)", recommend_rank=9),
-    Estimator("slate_pi_plus_plus", "slate",
-              "mean(r G) - sum_k w_k mean(Y_k), w_k = P'(1 - H/alpha_k) (seed 002 eqs. 25-26, 39)",
-              aliases=("pi_plus_plus", "pipp", "pi++"), checks=_SLATE_CHECKS, tables=_SLATE_TABLES,
-              needs_propensities=True, identification="logged propensities (factorized logging)",
-              recommend_rank=1),
-    Estimator("slate_pi_beta", "slate",
-              "mean(r G) - sum_k beta_k mean(Y_k - 1), beta fitted by cross-fitting (control variates)",
-              aliases=("pi_beta", "beta"), checks=_SLATE_CHECKS, tables=_SLATE_TABLES, needs_propensities=True,
-              identification="logged propensities (factorized logging)", recommend_rank=10),
-]}
-ADC = Estimator("adc", "adc", "C_i = sum_a alpha_a CTR(a,i) / sum_a alpha_a CTR(a,1) (seed 001 sec. 4.3)",
-                checks=_SCAV, tables=("ad_position", "log_summary"), needs_decisions=False,
-                identification="some ad shown at position 1 and at position i")
-GROUPS = {"scavenging": ("scavenging_slate", "scavenging_base"),
-          "slate": tuple(n for n, e in ESTIMATORS.items() if e.family == "slate"),
-          "all": tuple(ESTIMATORS)}
-_ALIASES = {a: e.name for e in ESTIMATORS.values() for a in (e.name, *e.aliases)}
+def _plugins() -> list:
+    """(Estimator, where) of every entry point of the group; one that fails to load is skipped with a warning on
+    stderr (a broken plugin must not stop the built-in estimators)."""
+    out = []
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            spec = ep.load()
+        except Exception as exc:   # noqa: BLE001 - any failure of third-party code
+            print(f"warning: estimator plugin {ep.name!r} ({ep.value}) failed to load and is left out: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        specs = spec if isinstance(spec, (list, tuple)) else [spec]
+        for s in specs:
+            if not isinstance(s, Estimator):
+                print(f"warning: estimator plugin {ep.name!r} ({ep.value}) is not a scavenger.registry.Estimator "
+                      f"and is left out", file=sys.stderr)
+                continue
+            out.append((s, f"plugin {ep.value}"))
+    return out
 
 
-_OUTPUT_OF = {o: e.name for e in ESTIMATORS.values() for o in (e.name, *e.outputs)}
+def _load() -> dict:
+    if _STATE:
+        return _STATE
+    found = []
+    for module in BUILTIN:
+        mod = importlib.import_module(module)
+        found += [(s, module) for s in mod.ESTIMATORS]
+        if getattr(mod, "ADC", None) is not None:
+            _STATE["adc"] = mod.ADC
+    found += _plugins()
+    estimators, names = {}, {}
+    for spec, where in found:
+        clash = [n for n in (spec.name, *spec.aliases, *spec.outputs) if n in names]
+        if clash:
+            print(f"warning: estimator {spec.name!r} ({where}) is left out: the name(s) {clash} are taken by "
+                  f"{names[clash[0]]}", file=sys.stderr)
+            continue
+        estimators[spec.name] = spec
+        names.update({n: where for n in (spec.name, *spec.aliases, *spec.outputs)})
+    groups = {}
+    for spec in estimators.values():
+        if spec.family:
+            groups.setdefault(spec.family, []).append(spec.name)
+    groups = {g: tuple(v) for g, v in groups.items() if g not in estimators}
+    groups["all"] = tuple(estimators)
+    _STATE.update(estimators=estimators, groups=groups,
+                  aliases={a: e.name for e in estimators.values() for a in (e.name, *e.aliases)},
+                  output_of={o: e.name for e in estimators.values() for o in e.names()})
+    return _STATE
+
+
+def reload() -> None:
+    """Forget the collected declarations (a test that installs a plugin, then looks again)."""
+    _STATE.clear()
 
 
 def output_names() -> list[str]:
     """Every value the estimates table's ``estimator`` column may hold (schemas/estimates.schema.json)."""
-    return sorted(_OUTPUT_OF)
+    return sorted(_load()["output_of"])
 
 
 def base_of(output: str) -> str:
     """The estimator that wrote a row named ``output`` (e.g. reorder_lift -> reorder)."""
     try:
-        return _OUTPUT_OF[output]
+        return _load()["output_of"][output]
     except KeyError:
         raise ValueError(f"no estimator writes rows named {output!r}") from None
 
 
+def off_scale() -> tuple:
+    """Row names that are not a value per event (a ratio): listed in tables, left out of plots and trends."""
+    return tuple(o for e in _load()["estimators"].values() for o in e.off_scale)
+
+
 def names() -> list[str]:
     """Every name the CLI accepts (estimators, aliases, groups), for --help and messages."""
-    return sorted(set(_ALIASES) | set(GROUPS))
+    state = _load()
+    return sorted(set(state["aliases"]) | set(state["groups"]))
+
+
+def _unknown(name: str) -> UsageError:
+    close = difflib.get_close_matches(name, names(), n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return UsageError(f"unknown estimator {name!r}{hint}; choose from {', '.join(names())}")
 
 
 def get(name: str) -> Estimator:
-    if name == "adc":
-        return ADC
+    state = _load()
+    if name == "adc" and "adc" in state:
+        return state["adc"]
     try:
-        return ESTIMATORS[_ALIASES[name]]
+        return state["estimators"][state["aliases"][name]]
     except KeyError:
-        raise UsageError(f"unknown estimator {name!r}; choose from {', '.join(names())}") from None
+        raise _unknown(name) from None
 
 
 def resolve(requested) -> list[str]:
     """Canonical names of ``requested`` (None or empty: the default set), groups expanded, order kept."""
+    state = _load()
     if not requested:
-        return [n for n, e in ESTIMATORS.items() if e.default]
+        return [n for n, e in state["estimators"].items() if e.default]
     if isinstance(requested, str):
         requested = [t for t in requested.split(",")]
     out = []
@@ -149,11 +158,15 @@ def resolve(requested) -> list[str]:
         item = item.strip()
         if not item:
             continue
-        out += list(GROUPS[item]) if item in GROUPS else [get(item).name]
+        out += list(state["groups"][item]) if item in state["groups"] else [get(item).name]
     if not out:
         raise UsageError(f"--estimators {','.join(requested)!r} names no estimator; choose from {', '.join(names())}, "
                          f"or leave the flag out for the default set")
     return list(dict.fromkeys(out))
+
+
+def is_group(name: str) -> bool:
+    return name in _load()["groups"]
 
 
 def checks_for(estimators) -> tuple:
@@ -165,16 +178,19 @@ def estimators_relying_on(check: str, estimators) -> list[str]:
     return [n for n in estimators if check in get(n).checks]
 
 
-def plan_for(estimators, checks=(), adcs_given: bool = True) -> "ScanPlan":
-    """The optional statistics tables a scan must compute for these estimators and checks. ``adcs_given``: False
-    when the ADCs are estimated from the same logs, whose re-ordering variance is per impression
-    (estimators/adc_family._reorder_rows): reorder_pairs is then read by nothing, and the ADC-based tables only where the
-    logs can identify the ADCs (ScanPlan.adc_tables)."""
-    from .statistics.scan import ScanPlan
+def help_lines() -> list[str]:
+    """One line per estimator for ``evaluate --help``: name (aliases): summary."""
+    out = []
+    for e in _load()["estimators"].values():
+        alias = f" ({', '.join(e.aliases)})" if e.aliases else ""
+        out.append(f"{e.name}{alias}: {e.summary}")
+    return out
 
-    tables = {t for n in estimators for t in get(n).tables}
-    adc_based = "factored" in tables
-    return ScanPlan(slate_targets="slate_targets" in tables,
-                    context_cells="a" in checks, pair_strata="d" in checks,
-                    reorder_pairs="reorder_pairs" in tables and adcs_given,
-                    adc_tables="never" if not adc_based else "always" if adcs_given else "identifiable")
+
+def plan_for(estimators, checks=(), adcs_given: bool = True):
+    """The statistics tables a scan must compute for these estimators (their declared ``tables``) and checks (the
+    tables each check reads: checks/assumptions.CHECK_TABLES), from the tables' declarations
+    (statistics/plan.plan_for). ``adcs_given``: False when the ADCs are estimated from the same logs."""
+    from .statistics.plan import plan_for as statistics_plan
+
+    return statistics_plan({t for n in estimators for t in get(n).tables}, checks, adcs_given)

@@ -1,4 +1,5 @@
-"""``result.json``: the summary every job writes beside its tables (inputs, counts, timings, verdicts)."""
+"""``result.json``: the summary every job writes beside its tables (which job and window, inputs, counts, timings,
+verdicts): what a later run into the same --out reads to tell its own output from another's."""
 from __future__ import annotations
 
 import contextlib
@@ -106,6 +107,7 @@ class RunResult:
 
     job: str
     run_id: str = field(default_factory=new_run_id)
+    window: dict = field(default_factory=dict)     # the window flags of the run (cli/arguments.job_window)
     inputs: dict = field(default_factory=dict)
     outputs: dict = field(default_factory=dict)
     counts: dict = field(default_factory=dict)
@@ -134,7 +136,8 @@ class RunResult:
 
         verdicts, omitted = _capped(self.verdicts)
         out = {
-            "job": self.job, "run_id": self.run_id, "status": self.status, "exit_code": self.exit_code,
+            "job": self.job, "window": self.window, "run_id": self.run_id, "status": self.status,
+            "exit_code": self.exit_code,
             "message": self.message, "started_at": self.started_at,
             "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
             "engine": self.engine, "inputs": self.inputs, "outputs": self.outputs, "counts": self.counts,

@@ -11,7 +11,8 @@ import threading
 
 ESTIMATOR_MODULES = ("scipy.special", "scavenger.estimators.intervals", "scavenger.estimators.attention_decay",
                      "scavenger.estimators.slate", "scavenger.estimators.factored", "scavenger.checks.vector",
-                     "scavenger.estimators.families")
+                     "scavenger.estimators.slate_family", "scavenger.estimators.adc_family",
+                     "scavenger.estimators.scavenging_family")
 
 
 def prefetch(modules=ESTIMATOR_MODULES) -> threading.Thread:

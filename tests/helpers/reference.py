@@ -304,7 +304,9 @@ def ref_tables(data):
             rew = s["reward"] or 0.0
             if rew == 0:
                 continue
-            hits = [x for x in d["slots"] if x["ad_id"] == s["ad_id"] and x["probability"] > 0]
+            # the target's entries for the slot's ad at positions the row holds (the value per logged event)
+            hits = [x for x in d["slots"] if x["ad_id"] == s["ad_id"] and x["probability"] > 0
+                    and x["position"] in {h["position"] for h in ev["slots"]}]
             for x in hits:
                 fac[(p, s["ad_id"], s["position"], x["position"])] += [rew * x["probability"],
                                                                        rew * rew * x["probability"]]

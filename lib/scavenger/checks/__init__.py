@@ -1,5 +1,5 @@
 """The data gate, as pure functions of the window's statistics: row rules as SQL flags evaluated in the one pass
-(:mod:`.rules`), verdicts of the quarantine and of assumption checks a-e (:mod:`.judge`, :mod:`.assumptions`),
+(:mod:`.rules`), verdicts of the quarantine and of assumption checks a-f (:mod:`.judge`, :mod:`.assumptions`),
 great-expectations suites and Data Docs (:mod:`.ge_window`, :mod:`.expectations`)."""
 from .assumptions import ALL_CHECKS, CHECK_NAMES, AssumptionConfig
 from .rules import RuleConfig

@@ -2,7 +2,7 @@
 
     counts  = row_counts(stats)                       rows in / used / quarantined, per reason and per dt
     rows    = quarantine_rows(counts, max_share)      the quarantine verdicts
-    rows   += assumption_rows(stats, checks, config)  checks a-e (checks/assumptions.py), no engine involved
+    rows   += assumption_rows(stats, checks, config)  checks a-f (checks/assumptions.py), no engine involved
     verdicts = worst_by_check(rows, checks)           {"a": "pass", ...}
 
 A gated window after one new day judges the stored days' tables and the new day's: no row is read again.
@@ -161,8 +161,11 @@ def mass_table(stats, slot: pd.DataFrame) -> pd.DataFrame | None:
     return mass.merge(support, on=["logging_policy", "position", "ad_id"], how="left")
 
 
-def assumption_rows(stats, checks, acfg: A.AssumptionConfig, decisions: bool = True) -> list[dict]:
-    """Checks a-e (those asked for) over the window's tables: see checks/assumptions.py for each test."""
+def assumption_rows(stats, checks, acfg: A.AssumptionConfig, decisions: bool = True,
+                    additive: tuple = ((), ())) -> list[dict]:
+    """Checks a-f (those asked for) over the window's tables: see checks/assumptions.py for each test.
+    ``additive``: (the estimators that assume additive slots, those that do not), which check f's messages name
+    (the registry knows them: pipelines.common.additive_estimators)."""
     rows = []
     slot = slot_table(stats)
     plain = slot.drop(columns=["stratum_min", "stratum_max"])
@@ -183,6 +186,8 @@ def assumption_rows(stats, checks, acfg: A.AssumptionConfig, decisions: bool = T
                                                                                "factorize")]
     if "e" in checks:
         rows += _check_e(stats, slot, acfg)
+    if "f" in checks:
+        rows += A.check_f(stats.table("interaction_cells"), acfg, *additive)
     return rows
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 CHECK_NAMES = {"a": "context independence", "b": "enough exploration", "c": "support",
-               "d": "factorized logging", "e": "propensity calibration"}
-ALL_CHECKS = ("a", "b", "c", "d", "e")
+               "d": "factorized logging", "e": "propensity calibration", "f": "reward interaction"}
+ALL_CHECKS = ("a", "b", "c", "d", "e", "f")
 VERDICT_COLUMNS = ["check", "scope", "statistic", "threshold", "verdict", "message"]
 _ORDER = {PASS: 0, WARN: 1, FAIL: 2}
 
@@ -37,6 +37,11 @@ class AssumptionConfig:
     calibration_scope: str = "auto"     # e: where logging is input-independent, see parse_calibration_scope
     calib_max_varying: float = 0.5      # e: a policy whose propensity varies within more than this share of its
                                         #    (day, position, ad) cells seen twice or more is not input-independent
+    interaction_alpha: float = 0.001    # f: fail when a stratified test's p < interaction_alpha / (tests made,
+                                        #    two per slot pair): Bonferroni, additive logs fail w.p. <= 0.1% ...
+    interaction_tol: float = 0.02       # f: ... and the reward at k differs across slot j's ads by more than this
+                                        #    share of its mean (bias-corrected root mean square)
+    interaction_groups: int = 10        # f: more ads than this at slot j: ranked into this many click-rate groups
 
 
 def row(check, scope, statistic, threshold, verdict, message) -> dict:

@@ -60,13 +60,9 @@ def run(args, ctx, prepared):
     r.counts.update({**res.window.record(), "impressions": int(ap["m"].sum()) if len(ap) else 0,
                      "impressions_reward_unknown": A.unknown_rewards(ap)})
     r.verdicts = res.window.verdicts
-    t = res.table[res.table["interval_kind"] == ("bootstrap" if args.bootstrap else "delta")]
+    from ..run_summary import adc_fields       # the notebook API's AdcResult shows the same
+
     r.summary.update({"window": stats.window, "checks": res.window.check_verdicts,
-                      "adc": {m: [None if v != v else round(float(v), 6) for v in g.sort_values("position")
-                                  ["coefficient"]] for m, g in t.groupby("method")},
-                      "dcg": t.drop_duplicates("position").sort_values("position")["dcg"].round(6).tolist(),
-                      "not_identified": sorted({str(x) for x in t.loc[~t["identified"], "reason"].dropna()})})
-    if r.summary["not_identified"] and len(t) and not t.loc[t["position"] > 1, "identified"].any():
-        raise DataCheckFailed("; ".join(r.summary["not_identified"]) + " (slotted logs show each ad at one position "
-                              "only: estimate ADCs from ranked logs, or where ads move between positions)",
-                              verdicts=r.verdicts)
+                      **adc_fields(res.table, args.bootstrap)})
+    if res.refused:                     # no position past the first identified (pipelines/adc.refusal)
+        raise DataCheckFailed("; ".join(res.refused), verdicts=r.verdicts)

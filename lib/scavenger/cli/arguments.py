@@ -7,6 +7,7 @@ import math
 import os
 
 from ..errors import UsageError
+from ..pipelines.options import MAX_ID_LENGTH, check_adc_option, check_id_length  # noqa: F401 - shared with the API
 
 
 # -- checks every command shares (cli._check_arguments runs them before a command's own prepare) ---------------
@@ -126,6 +127,92 @@ def check_job_paths(args) -> None:
         if getattr(args, dest, None) is not None:
             check_out(getattr(args, dest), flag)
     check_out_outside_inputs(args)
+    check_out_owner(args)
+
+
+# -- whose output --out holds ---------------------------------------------------------------------------------
+WINDOW_FLAGS = (("date_from", "--from"), ("date_to", "--to"), ("score_from", "--score-from"),
+                ("score_to", "--score-to"), ("dt", "--dt"), ("start_date", "--start-date"), ("days", "--days"))
+
+
+def job_window(args) -> dict:
+    """The window a run covers, as its flags give it ({"--from": "2026-01-01", ...}; dates as YYYY-MM-DD, a flag
+    left out as None): recorded in result.json, and what tells a re-run of a job from a run of another window."""
+    import datetime as _dt
+
+    window = {}
+    for dest, flag in WINDOW_FLAGS:
+        if hasattr(args, dest):
+            value = getattr(args, dest)
+            try:
+                value = _dt.date.fromisoformat(str(value).strip()).isoformat()
+            except ValueError:
+                value = None if value is None else str(value)
+            window[flag] = value
+    return window
+
+
+def _recorded_window(record: dict) -> dict | None:
+    """The window of a result.json: its own record, else (written before it had one) --from/--to of its inputs;
+    None when it says neither."""
+    if isinstance(record.get("window"), dict):
+        return record["window"]
+    inputs = record.get("inputs") if isinstance(record.get("inputs"), dict) else {}
+    if "from" in inputs or "to" in inputs:
+        return {"--from": inputs.get("from"), "--to": inputs.get("to")}
+    return None
+
+
+def _shown(window: dict | None) -> str:
+    given = {k: v for k, v in (window or {}).items() if v is not None}
+    return "window " + " ".join(f"{k} {v}" for k, v in given.items()) if given else "no window flags"
+
+
+def _also_an_input(args, out: str) -> bool:
+    """--out also given to another flag (``report --out X --estimates X``): the command's own check refuses it, saying
+    why (an input directory), better than "holds the output of"."""
+    from ..io import fs
+
+    def same(value) -> bool:
+        if fs.is_local(out) and fs.is_local(value):
+            return os.path.realpath(fs.local_path(value)) == os.path.realpath(fs.local_path(out))
+        return str(value).rstrip("/") == str(out).rstrip("/")
+
+    return any(isinstance(getattr(args, d, None), str) and getattr(args, d).strip() and same(getattr(args, d))
+               for d in INPUT_PATH_DESTS)
+
+
+# the flags that name something a job reads (report's tables, train's eligibility and truth, ...)
+INPUT_PATH_DESTS = ("logs", "decisions", "stats_dir", "adc", "estimates", "diagnostics", "validation", "history",
+                    "root", "ground_truth", "eligibility", "truth", "obd_dir")
+
+
+def check_out_owner(args) -> None:
+    """--out holding another job's output, or the same job's for another window (its result.json says whose), is
+    refused (UsageError, exit 2) unless --overwrite: the run would replace those tables and result.json. A re-run
+    of the same job and window replaces its own output silently (an Airflow task re-run of a day passes the same
+    --out). An --out without result.json is no run's output: nothing to ask."""
+    from ..io import fs
+
+    module, out = getattr(args, "_module", None), getattr(args, "out", None)
+    if module is None or not out or getattr(args, "overwrite", False) or _also_an_input(args, out):
+        return
+    try:
+        path = fs.join(str(out), "result.json")
+        record = fs.read_json(path) if fs.exists(path) else None
+    except Exception:  # noqa: BLE001 - an unreadable record is no owner to protect (the run replaces it)
+        record = None
+    if not isinstance(record, dict) or not record.get("job"):
+        return
+    job, mine = module.NAME, job_window(args)
+    theirs = _recorded_window(record)
+    same_window = theirs is None or {k: theirs.get(k) for k in mine} == mine
+    if record["job"] == job and same_window:
+        return
+    whose = f"`scavenger {record['job']}`" + (f" ({_shown(theirs)})" if theirs is not None else "")
+    mine_shown = f"this `scavenger {job}` ({_shown(mine)})"
+    raise UsageError(f"--out {out} holds the output of {whose}, run {record.get('started_at') or '-'}; {mine_shown} "
+                     f"would replace its tables and result.json: give another --out, or --overwrite to replace it")
 
 
 MAX_SEED = 2 ** 64 - 1
@@ -141,16 +228,6 @@ def parse_seed(value, flag: str = "--seed") -> int:
     if seed > MAX_SEED:
         raise UsageError(f"{flag} {value} is too large: at most {MAX_SEED}")
     return seed
-
-
-MAX_ID_LENGTH = 1_000_000   # --max-id-length at most this: a limit is there to bound a row's cost
-
-
-def check_id_length(value) -> int:
-    """--max-id-length as a whole number in 1..MAX_ID_LENGTH (UsageError otherwise)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID_LENGTH:
-        raise UsageError(f"--max-id-length must be a whole number in 1..{MAX_ID_LENGTH:,}; got {value!r}")
-    return value
 
 
 def check_days_fit(start, days: int, flag: str = "--days") -> None:
@@ -180,23 +257,42 @@ def finite_number(value, flag: str, low: float | None = None, high: float | None
     return value
 
 
-def check_adc_option(adc: str | None, method: str, table=None) -> None:
-    """--adc with --adc-method, for evaluate and train alike (UsageError, exit 2): with estimated ADCs a method
-    ``scavenger adc`` estimates; with --adc PATH a readable ADC table that holds ``method`` with one positive
-    coefficient per position 1..n (``table``: that table, already read). ADC numbers (train's --adc 1,0.6,...) are
-    parsed where they are used."""
-    from ..estimators.attention_decay import METHODS
-    from ..estimators.adc_table import check_adc_method_rows
+# -- "did you mean" for what argparse refuses ------------------------------------------------------------------
+def with_suggestion(message: str, parser) -> str:
+    """argparse's message with the close choices (an unknown command, --engine duck) or flags (--form) named."""
+    import re
 
-    if adc in (None, "", "estimate"):
-        if method not in METHODS:
-            raise UsageError(f"--adc-method must be one of {', '.join(METHODS)} when ADCs are estimated; got "
-                             f"{method!r}")
-        return
-    from ..estimators.families import read_adc_table
+    from ..errors import did_you_mean
 
-    table = read_adc_table(adc) if table is None else table
-    held = sorted(str(m) for m in table["method"].dropna().unique())
-    if method not in held:
-        raise UsageError(f"--adc-method {method!r}: the ADC table {adc} holds the method(s) {', '.join(held)}")
-    check_adc_method_rows(adc, method, table[table["method"].astype(str) == method])
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if m:
+        return message + did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+    m = re.match(r"unrecognized arguments: (.*)", message)
+    if m:
+        flags = set()
+        for p in _parsers(parser):
+            flags |= {o for o in p._option_string_actions if o.startswith("--")}
+        bare = {f[2:]: f for f in flags}      # compared without the dashes every flag shares
+        hints = []
+        for word in m.group(1).split():
+            name = word.split("=")[0]
+            if name.startswith("--") and name not in flags:
+                close = did_you_mean(name[2:], sorted(bare))
+                for b in sorted(bare, key=len, reverse=True):
+                    close = close.replace(f"'{b}'", f"'{bare[b]}'")
+                hints += [f"{name}{close}"] if close else []
+        return message + ("; " + "; ".join(hints) if hints else "")
+    return message
+
+
+def _parsers(parser) -> list:
+    """``parser`` and every subcommand parser under it (whose flags were built)."""
+    import argparse
+
+    out = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out += _parsers(sub)
+    return out
+

@@ -8,18 +8,29 @@ HELP = "Estimate the value of target policies from impression logs (one pass per
 
 
 def add_arguments(parser):
+    import argparse
+
     from .. import registry
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "estimators (built-in and plugins):\n" + "\n".join("  " + line for line in registry.help_lines())
 
     C.add_input_arguments(parser)
     C.add_engine_arguments(parser)
     C.add_gate_arguments(parser)
-    C.add_output_arguments(parser, "OUT/estimates/, OUT/diagnostics/, OUT/adc/ (and OUT/estimates_by_day/)")
+    C.add_output_arguments(parser, "OUT/estimates/, OUT/diagnostics/, OUT/adc/ (and OUT/estimates_by_day/, "
+                                   "OUT/running/, OUT/differences/)")
     parser.add_argument("--estimators", default=None,
                         help="comma list of " + ", ".join(registry.names()) + " (default: every estimator that "
-                             "applies; one the data cannot support is left out with a note)")
+                             "applies; one the data cannot support is left out with a note; each is listed below)")
     parser.add_argument("--by-day", action="store_true",
-                        help="also one estimate per day of the window (OUT/estimates_by_day/), from the same "
-                             "per-day statistics: no extra scan; a day with no clean logged event says so")
+                        help="also one estimate per day of the window (OUT/estimates_by_day/) and each estimate "
+                             "over the first day through each day (OUT/running/), from the same per-day "
+                             "statistics: no extra scan; a day with no clean logged event says so")
+    parser.add_argument("--baseline", default=None, metavar="POLICY",
+                        help="also each target minus POLICY on the same events (OUT/differences/): another target "
+                             "of --decisions, or 'logging' for what the logs earned; paired interval and "
+                             "anytime-valid confidence sequence (IPS/PI family)")
     parser.add_argument("--adc", default="estimate",
                         help="'estimate' (from the window's logs) or the path of a stored ADC table (scavenger adc)")
     parser.add_argument("--adc-method", default="heuristic",
@@ -44,6 +55,7 @@ def prepare(args, ctx):
     from .. import registry
     from ..errors import UsageError
     from ..pipelines.evaluate import EvaluateOptions
+    from ..pipelines.running import check_baseline_name
     from ..statistics.reorder import parse_reorder_specs
 
     C.check_level(args)
@@ -60,16 +72,17 @@ def prepare(args, ctx):
     if args.decisions is None and not reorder:
         raise UsageError("evaluate needs --decisions or at least one --reorder policy")
     inputs = C.prepare_inputs(args)
+    check_baseline_name(args.baseline, inputs.policies)      # the decisions' own: after the pass (exit 2 too)
     gate = C.gate_config(args)
     options = EvaluateOptions(
         estimators=[e.strip() for e in args.estimators.split(",") if e.strip()] if args.estimators else None,
         adc=args.adc, adc_method=args.adc_method, delta=args.delta, level=args.level,
         uniform_logging=args.uniform_logging, prior_mean=args.prior_mean, n_ads=args.n_ads, reorder=reorder,
-        policies=inputs.policies, by_day=args.by_day)
+        policies=inputs.policies, by_day=args.by_day, baseline=args.baseline)
     ctx.result.inputs = {"logs": args.logs, "decisions": args.decisions, "from": args.date_from, "to": args.date_to,
                          "stats_dir": args.stats_dir, "estimators": estimators or registry.resolve(None),
                          "adc": args.adc, "adc_method": args.adc_method, "delta": args.delta, "level": args.level,
-                         "reorder": reorder, "gate": args.gate, "by_day": args.by_day}
+                         "reorder": reorder, "gate": args.gate, "by_day": args.by_day, "baseline": args.baseline}
     return inputs, gate, options
 
 
@@ -96,7 +109,8 @@ def run(args, ctx, prepared):
                              f"show {int(ev.stats.K)}: give an ADC table estimated on logs with every position")
     r = ctx.result
     r.outputs.update(C.write_results(args, ctx, {"estimates": ev.estimates, "diagnostics": ev.diagnostics,
-                                                 "adc": ev.adc, "estimates_by_day": ev.estimates_by_day},
+                                                 "adc": ev.adc, "estimates_by_day": ev.estimates_by_day,
+                                                 "differences": ev.differences, "running": ev.running},
                                      max(ev.stats.dates)))
     r.outputs["quarantine"] = C.quarantine_dir(args)
     stats = ev.stats
@@ -104,7 +118,7 @@ def run(args, ctx, prepared):
                      "estimates": len(ev.estimates)})
     r.verdicts = ev.verdicts
     r.summary.update({"window": stats.window, "checks": ev.window.check_verdicts, "notes": ev.notes,
-                      "estimates": _summary_rows(ev.estimates)})
+                      "estimates": _summary_rows(ev.estimates), "differences": _difference_rows(ev.differences)})
     if ev.warnings:
         import sys
 
@@ -117,11 +131,19 @@ def run(args, ctx, prepared):
         raise DataCheckFailed("not identified from these data: " + "; ".join(ev.refused), verdicts=ev.verdicts)
 
 
+def _difference_rows(diffs) -> list:
+    if diffs is None:
+        return []
+    cols = ("policy_id", "baseline_id", "estimator", "value", "ci_low", "ci_high", "cs_low", "cs_high", "n_events",
+            "reason", "cs_reason")
+    return [{k: r.get(k) for k in cols} for r in diffs.to_dict("records")]
+
+
 def adc_table_positions(adc: str, method: str) -> int | None:
     """How many positions the stored ADC table gives for ``method`` (None for estimated ADCs)."""
     if adc in (None, "", "estimate"):
         return None
-    from ..estimators.families import read_adc_table
+    from ..estimators.adc_family import read_adc_table
 
     table = read_adc_table(adc)
     return int((table["method"].astype(str) == method).sum())
@@ -221,6 +243,6 @@ def _calibration_key(gate) -> str:
 
 
 def _summary_rows(est) -> list:
-    cols = ("policy_id", "estimator", "interval_kind", "value", "ci_low", "ci_high", "n_events", "identified",
-            "reason", "recommended", "checks")
-    return [{k: r.get(k) for k in cols} for r in est.to_dict("records")]
+    from ..run_summary import estimate_rows     # the notebook API's results list the same fields
+
+    return estimate_rows(est)

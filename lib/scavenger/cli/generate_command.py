@@ -31,6 +31,9 @@ def add_arguments(parser):
     parser.add_argument("--partial-slates", default="0", metavar="SHARE",
                         help="share of events logged as one slot only, at a uniform position, like the Open Bandit "
                              "Dataset's rows (default 0: full slates); ground_truth.json then gives held_slots")
+    parser.add_argument("--click-model", default="additive",
+                        help="additive (default): each slot clicked independently with C_k P(x, a); cascade: the "
+                             "user stops at the first click (--layout slotted), the truth of the ranking family")
     parser.add_argument("--no-propensities", action="store_true",
                         help="log no propensities (every one null): propensity-free logs, seed 001's setting")
     parser.add_argument("--engine", default="auto", choices=("auto", "duckdb", "spark"),
@@ -78,7 +81,7 @@ def config_from_args(args):
         adc=_number_list(args.adc, "--adc", float), epsilon=_number(args.epsilon, "--epsilon", float),
         seed=C.parse_seed(args.seed, "--seed"),
         partial_slates=_number(args.partial_slates, "--partial-slates", float),
-        propensities=not args.no_propensities)
+        propensities=not args.no_propensities, click_model=args.click_model)
     if cfg.layout == "ranked" and cfg.slot_sizes is not None:
         raise UsageError("--slot-sizes applies to --layout slotted only")
     cfg = cfg.resolved()  # validates: UsageError (exit 2) before Spark starts

@@ -216,10 +216,9 @@ def record_ending(result, out, code: int, status: str) -> int | None:
 def cancel_work(ctx) -> None:
     """Called from the stop watcher: cancel what the engine is running so the main thread gets control back."""
     eng = ctx.engine_open
-    con = getattr(eng, "con", None) if eng is not None else None
-    if con is not None:
-        con.interrupt()
-    spark = ctx._spark
+    if eng is not None:
+        eng.interrupt()
+    spark = ctx._spark              # the job's session (opened by the job context), with or without an engine
     if spark is not None:
         try:
             spark.interruptAll()    # classic Spark and Spark Connect alike (no SparkContext needed)

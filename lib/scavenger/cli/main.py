@@ -31,7 +31,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError instead of exiting, so the job reports exit 2 uniformly."""
 
     def error(self, message):  # noqa: D401
-        exc = errors.UsageError(message)
+        from .arguments import with_suggestion
+
+        exc = errors.UsageError(with_suggestion(message, self))
         exc.prog = self.prog           # "scavenger evaluate: error: argument --gate: ...", as argparse words it
         raise exc
 
@@ -55,15 +57,22 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
                        help="extra Spark configuration; repeatable; wins over built-in defaults")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = "*") -> argparse.ArgumentParser:
+    """The parser; ``command``: the subcommand whose flags are built ("*": every one; None: none, for the list
+    of commands alone, so that ``scavenger --help`` reads no registry and loads no plugin)."""
     parser = _Parser(prog="scavenger", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for module in _load_commands():
         p = sub.add_parser(module.NAME.replace("_", "-"), help=module.HELP, description=module.HELP)
+        if command not in ("*", module.NAME.replace("_", "-")):
+            continue
         module.add_arguments(p)
         add_spark_arguments(p)
         p.add_argument("--run-id", default=None, help="id recorded in result.json and quarantine rows")
+        p.add_argument("--overwrite", action="store_true",
+                       help="replace what --out holds even when another job, or this job for another window, wrote "
+                            "it (without: exit 2; a re-run of the same job and window replaces its output)")
         p.set_defaults(_module=module, _parser=p)
     return parser
 
@@ -79,7 +88,7 @@ def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("SCAVENGER_DEBUG") == "1"
     try:
-        parser = build_parser()
+        parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
         if not argv or argv[0] in ("-h", "--help"):
             parser.print_help()
             return errors.EXIT_OK if argv else errors.EXIT_USAGE
@@ -92,7 +101,9 @@ def _main(argv: list[str] | None = None) -> int:
         return exc.exit_code
 
     module = args._module
-    result = RunResult(job=module.NAME)
+    from .arguments import job_window
+
+    result = RunResult(job=module.NAME, window=job_window(args))
     ctx = JobContext(args=args, result=result)
     out = getattr(args, "out", None)
     code = errors.EXIT_OK

@@ -32,13 +32,21 @@ def add_arguments(parser):
                              "URIs need Spark: auto and spark start it for them, duckdb refuses them (exit 2)")
 
 
-def _spark(args, ctx):
-    """The job's SparkSession, for inputs only Spark reads (catalog tables, remote URIs); none with --engine duckdb
-    (the Airflow DAGs' engine duckdb passes it to every job)."""
-    if args.engine == "duckdb":
-        raise UsageError("report --engine duckdb reads local tables only; a catalog table or remote URI needs "
-                         "--engine spark (or auto)")
-    return ctx.spark
+def _engine_factory(args, ctx):
+    """The Spark engine on the job's session, opened on first use, for inputs only Spark reads (catalog tables,
+    remote URIs); none with --engine duckdb (the Airflow DAGs' engine duckdb passes it to every job)."""
+    opened = []
+
+    def engine():
+        if args.engine == "duckdb":
+            raise UsageError("report --engine duckdb reads local tables only; a catalog table or remote URI needs "
+                             "--engine spark (or auto)")
+        if not opened:
+            from ..engines import open_engine
+
+            opened.append(open_engine("spark", "report: a remote input", spark=ctx.spark))
+        return opened[0]
+    return engine
 
 
 def prepare(args, ctx):
@@ -68,7 +76,7 @@ def run(args, ctx, prepared=None):
     with result.timed("read"):
         inputs = load_inputs(adc=args.adc, estimates=args.estimates, diagnostics=args.diagnostics,
                              validation=args.validation, history=args.history, ground_truth=args.ground_truth,
-                             root=args.root, dt=args.dt, spark_factory=lambda: _spark(args, ctx))
+                             root=args.root, dt=args.dt, engine_factory=_engine_factory(args, ctx))
     with result.timed("render"):
         path = write_report(inputs, args.out, args.title)
     from ..io import manifest

@@ -4,10 +4,8 @@ Everything a user can get wrong (flags, dates, estimator names, local input path
 checked by ``prepare`` before any engine starts: bad usage exits 2 in about a second and writes nothing."""
 from __future__ import annotations
 
-import dataclasses
-import math
-
 from ..errors import UsageError
+from ..pipelines import options as O
 from .arguments import (MAX_SEED, check_adc_option, check_days_fit, check_id_length, check_job_paths,  # noqa: F401
                      check_out, check_out_outside_inputs, check_text_args, finite_number, parse_seed)
 
@@ -63,21 +61,22 @@ def add_gate_arguments(parser) -> None:
     g.add_argument("--gate", choices=("enforce", "report", "off"), default="enforce",
                    help="enforce (default): quarantine bad rows and exit 3 instead of writing an estimate whose "
                         "assumption failed; report: mark the estimates; off: no checks")
-    g.add_argument("--max-quarantine-share", type=float, default=0.001,
+    g.add_argument("--max-quarantine-share", type=float, default=O.GATE_DEFAULTS["max_quarantine_share"],
                    help="fail when more than this share of rows is quarantined (default 0.001)")
-    g.add_argument("--reward-min", type=float, default=0.0, help="declared minimum slot reward (default 0)")
-    g.add_argument("--reward-max", type=float, default=1.0,
+    g.add_argument("--reward-min", type=float, default=O.GATE_DEFAULTS["reward_min"],
+                   help="declared minimum slot reward (default 0)")
+    g.add_argument("--reward-max", type=float, default=O.GATE_DEFAULTS["reward_max"],
                    help="declared maximum slot reward (default 1): rows above it are quarantined, and the intervals "
                         "and Theorem 3/4 bounds take the range a slate reward can take from it")
-    g.add_argument("--cramers-v-max", type=float, default=0.1,
+    g.add_argument("--cramers-v-max", type=float, default=O.GATE_DEFAULTS["cramers_v_max"],
                    help="check a: largest bias-corrected Cramer's V between a context feature and the logged ad")
-    g.add_argument("--calibration-scope", default="auto", help=CALIBRATION_SCOPE_HELP)
-    g.add_argument("--duplicates", choices=("keep_first", "quarantine_all"), default="keep_first",
+    g.add_argument("--calibration-scope", default=O.GATE_DEFAULTS["calibration_scope"], help=CALIBRATION_SCOPE_HELP)
+    g.add_argument("--duplicates", choices=O.DUPLICATES, default=O.GATE_DEFAULTS["duplicates"],
                    help="duplicate event ids: keep the first copy (by dt, event_time) or quarantine every copy, on "
                         "every day of the window and the statistics store")
-    g.add_argument("--max-slots", type=int, default=64,
+    g.add_argument("--max-slots", type=int, default=O.GATE_DEFAULTS["max_slots"],
                    help="longest slate (and largest position) a row may have; longer rows are quarantined")
-    g.add_argument("--max-id-length", type=int, default=1000,
+    g.add_argument("--max-id-length", type=int, default=O.GATE_DEFAULTS["max_id_length"],
                    help="longest id (event, policy, context, ad) and context key or value a row may hold, in "
                         "characters (default 1000); rows with a longer one are quarantined (ID_TOO_LONG, "
                         "CONTEXT_TOO_LONG)")
@@ -93,37 +92,16 @@ def add_gate_arguments(parser) -> None:
 
 
 def gate_config(args):
-    """GateConfig from the gate flags (UsageError on a bad value)."""
-    from ..checks import assumptions as A
-    from ..checks.rules import RuleConfig
-    from ..pipelines.common import GateConfig
-
-    for flag, value in (("--max-quarantine-share", args.max_quarantine_share), ("--reward-min", args.reward_min),
-                        ("--reward-max", args.reward_max), ("--cramers-v-max", args.cramers_v_max)):
-        if not math.isfinite(value):
-            raise UsageError(f"{flag} must be finite, got {value}")
-    if not 0 <= args.max_quarantine_share <= 1:
-        raise UsageError("--max-quarantine-share must be in [0, 1]")
-    if args.reward_max <= args.reward_min:
-        raise UsageError(f"--reward-max ({args.reward_max}) must be above --reward-min ({args.reward_min})")
-    if not 0 < args.cramers_v_max <= 1:
-        raise UsageError(f"--cramers-v-max expects a number in (0, 1], got {args.cramers_v_max}")
-    if not 1 <= args.max_slots <= 4096:
-        raise UsageError(f"--max-slots must be in 1..4096, got {args.max_slots}")
-    check_id_length(args.max_id_length)
-    try:
-        A.parse_calibration_scope(args.calibration_scope)
-    except ValueError as exc:
-        raise UsageError(f"--calibration-scope: {exc}") from None
-    rules = RuleConfig(reward_min=args.reward_min, reward_max=args.reward_max,
-                       quarantine_null_propensity=args.quarantine_null_propensity, duplicates=args.duplicates,
-                       require_full_slates=args.require_full_slates, max_slots=args.max_slots,
-                       max_id_length=args.max_id_length)
-    assumptions = dataclasses.replace(A.AssumptionConfig(), cramers_v_max=args.cramers_v_max,
-                                      calibration_scope=args.calibration_scope)
-    return GateConfig(rules=rules, assumptions=assumptions, max_quarantine_share=args.max_quarantine_share,
-                      mode=args.gate, great_expectations=not args.no_great_expectations,
-                      ge_row_sample=getattr(args, "ge_row_sample", 0) or 0, seed=getattr(args, "seed", 0) or 0)
+    """GateConfig from the gate flags (UsageError on a bad value): the checks of pipelines/options.py, which the
+    notebook API's gate keywords go through too."""
+    return O.gate_config(args.gate, max_quarantine_share=args.max_quarantine_share, reward_min=args.reward_min,
+                         reward_max=args.reward_max, cramers_v_max=args.cramers_v_max,
+                         calibration_scope=args.calibration_scope, duplicates=args.duplicates,
+                         max_slots=args.max_slots, max_id_length=args.max_id_length,
+                         require_full_slates=args.require_full_slates,
+                         quarantine_null_propensity=args.quarantine_null_propensity,
+                         great_expectations=not args.no_great_expectations,
+                         ge_row_sample=getattr(args, "ge_row_sample", 0) or 0, seed=getattr(args, "seed", 0) or 0)
 
 
 def prepare_inputs(args, decisions: bool = True):
@@ -152,11 +130,7 @@ def batch_days(args, engine) -> int | None:
     (statistics/window.auto_batch_days: DuckDB batches a window larger than its memory)."""
     if getattr(args, "batch_days", None) is not None:
         return int(args.batch_days)
-    if engine.name == "spark":
-        from ..session import scan_batch_days
-
-        return scan_batch_days(engine.spark)
-    return None
+    return engine.scan_batch_days()
 
 
 def quarantine_dir(args) -> str:
@@ -174,21 +148,16 @@ def check_catalog(args, ctx, engine) -> None:
     """--catalog needs the Spark engine and an existing database (exit 2 before any work)."""
     if not getattr(args, "catalog", None):
         return
-    from ..errors import UsageError
-    from ..io import catalog
-
-    if engine.name != "spark":
-        raise UsageError("--catalog writes tables of the Spark session's catalog: use --engine spark (or auto)")
-    catalog.check_database(engine.spark, args.catalog)
+    engine.check_catalog(args.catalog)
 
 
-OUTPUT_CONTRACTS = ("estimates", "adc", "diagnostics")
+OUTPUT_CONTRACTS = ("estimates", "adc", "diagnostics", "differences", "running")
 
 
 def write_results(args, ctx, tables: dict, window_end) -> dict:
     """Result tables (pandas) under --out (name/part-0.parquet; by-day tables partitioned by dt) and, with
     --catalog, as catalog tables <db>.<name> (the window's tables under dt = its last day)."""
-    from ..io import catalog, fs, manifest, outputs
+    from ..io import fs, manifest, outputs
 
     from ..contract import conform_frame, load_contract
 
@@ -214,7 +183,7 @@ def write_results(args, ctx, tables: dict, window_end) -> dict:
                 if not len(extra):
                     continue
             table = f"{args.catalog}.{name}"
-            catalog.write(ctx.engine_open.spark, extra, table, None if "dt" in frame.columns else window_end)
+            ctx.engine_open.write_catalog_table(extra, table, None if "dt" in frame.columns else window_end)
             written[f"{name}_table"] = table
             manifest.record(f"{name}_table", table, "catalog", rows=len(extra),
                             days=set(extra["dt"]) if "dt" in extra.columns else [window_end])

@@ -22,7 +22,8 @@ def add_arguments(parser) -> None:
                         help="the estimators in use (comma list of adc, " + ", ".join(registry.names()) + "); "
                              "validate runs and gates only their checks (default: the evaluate default set, "
                              "where a failed check that bears only on the IPS/PI family, c, d or e, reads 'PI "
-                             "family not applicable' instead of failing, as evaluate leaves that family out)")
+                             "family not applicable' instead of failing, as evaluate leaves that family out; f, "
+                             "reward interaction, likewise for the estimators that assume additive slots)")
     parser.add_argument("--checks", default=None, help="run exactly these checks instead, e.g. a,b")
     parser.add_argument("--no-gate", action="store_true", help="report only: exit 0 even when a check fails")
     parser.add_argument("--ge-row-sample", type=int, default=0,
@@ -32,15 +33,11 @@ def add_arguments(parser) -> None:
 
 def prepare(args, ctx):
     from .. import registry
-    from ..checks.assumptions import ALL_CHECKS
     from ..errors import UsageError
 
-    checks = None
-    if args.checks:
-        checks = tuple(sorted({t.strip().lower() for t in args.checks.split(",") if t.strip()}))
-        bad = [t for t in checks if t not in ALL_CHECKS]
-        if bad:
-            raise UsageError(f"--checks expects letters from a,b,c,d,e; got {', '.join(bad)}")
+    from ..pipelines.options import parse_checks
+
+    checks = parse_checks(args.checks) if args.checks else None      # the API's too: did you mean c (support)?
     estimators = None
     if args.estimators:
         items = [e.strip() for e in args.estimators.split(",") if e.strip()]

@@ -80,5 +80,13 @@ def open_engine(name: str, why: str, spark=None, master: str | None = None, conf
     return SparkEngine(spark, why, restore=changed)
 
 
+def open_for(requested: str, sources, spark_hint: str | None = None) -> Engine:
+    """``choose`` then ``open_engine``: Spark runs on the session of a Spark DataFrame among ``sources`` when one
+    is given (a notebook's), else on the active session or a new one."""
+    name, why = choose(requested, sources, spark_hint)
+    spark = next((s.obj.sparkSession for s in sources if s is not None and s.kind == "spark"), None)
+    return open_engine(name, why, spark=spark if name == "spark" else None)
+
+
 __all__ = ["Engine", "EngineInfo", "ENGINES", "check_environment", "choose", "choose_for_output", "open_engine",
-           "under_spark"]
+           "open_for", "under_spark"]

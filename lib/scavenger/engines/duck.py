@@ -17,7 +17,8 @@ import uuid
 import pandas as pd
 
 from ..io import fs
-from .base import Engine, days_filter, normalize_frame
+from ..io.partitions import commit_partitions
+from .base import Engine, days_filter, normalize_frame, timed
 from .dialect import TranslationError, to_duckdb
 from .duck_settings import (ROW_BYTES, _limit_bytes, check_environment,  # noqa: F401 - check_* re-exported
                             check_memory_setting, default_memory_limit)
@@ -114,7 +115,7 @@ class DuckDBEngine(Engine):
     # -- relations -------------------------------------------------------------------------------------------
     def _exec(self, sql: str) -> None:
         """Run a statement and consume its result (DuckDB refuses other work on the connection until then)."""
-        with _timed(sql):
+        with timed(sql):
             self.con.execute(sql).fetchall()
 
     def _sql(self, sql: str, label: str) -> str:
@@ -145,7 +146,7 @@ class DuckDBEngine(Engine):
 
     def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
         query = self._sql(sql, label)
-        with _timed(f"{label}: {query}"):
+        with timed(f"{label}: {query}"):
             return normalize_frame(self.con.execute(query).df())
 
     def register_frame(self, name: str, frame: pd.DataFrame) -> None:
@@ -222,13 +223,19 @@ class DuckDBEngine(Engine):
         try:
             query = self._sql(sql, f"write {os.path.basename(target)}")
             # one pass: COPY returns the rows it wrote (none: no dt directory, and commit removes the dts)
-            with _timed(f"write {target}"), _backslash_free(staging) as to:
+            with timed(f"write {target}"), _backslash_free(staging) as to:
                 n = self.con.execute(f"COPY ({query}) TO {_quote(to)} (FORMAT PARQUET, COMPRESSION ZSTD, "
                                      f"PARTITION_BY ({partition}), OVERWRITE_OR_IGNORE TRUE)").fetchall()[0][0]
             commit_partitions(staging, target, dts, partition)
         finally:
             fs.delete_own(staging)
         return int(n)
+
+    def relation(self, sql: str):
+        return self.con.sql(self._sql(sql, "relation"))
+
+    def interrupt(self) -> None:
+        self.con.interrupt()
 
     def drop(self, names) -> None:
         names = set(names)
@@ -249,62 +256,3 @@ class DuckDBEngine(Engine):
         self.con.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-
-def _timed(label: str):
-    """SCAVENGER_PROFILE=1: the seconds of every statement on stderr."""
-    import contextlib
-    import sys
-    import time
-
-    if os.environ.get("SCAVENGER_PROFILE") != "1":
-        return contextlib.nullcontext()
-
-    @contextlib.contextmanager
-    def _cm():
-        t = time.perf_counter()
-        yield
-        width = int(os.environ.get("SCAVENGER_PROFILE_WIDTH", "110"))   # characters of the statement shown
-        print(f"[profile] {time.perf_counter() - t:8.2f}s {' '.join(label.split())[:width]}", file=sys.stderr)
-    return _cm()
-
-
-def commit_partitions(staging: str, target: str, dts, partition: str = "dt") -> list[str]:
-    """Swap every ``<partition>=<v>`` directory of ``staging`` into ``target`` (exchanged with the old one in one
-    step on a local Linux file system, elsewhere the old one moved aside first and deleted after), and delete the
-    target's partitions of ``dts`` that the new data does not have (a re-run of a day that now writes nothing).
-    Local or any pyarrow file system: a directory rename is one step."""
-    prefix = f"{partition}="
-    written = []
-    trash = fs.join(target, "_trash", uuid.uuid4().hex)
-    for name, is_dir in fs.listdir(staging):
-        if not is_dir or not name.startswith(prefix):
-            continue
-        new, old = fs.join(staging, name), fs.join(target, name)
-        written.append(name[len(prefix):])
-        if fs.exists(old):
-            if fs.is_local(old) and _exchange(new, old):    # one step: the day is never missing
-                fs.delete(new)                              # now the replaced partition
-                continue
-            fs.makedirs(trash)
-            _move(old, fs.join(trash, name))
-        _move(new, old)
-    for d in dts or []:
-        value = d.isoformat() if hasattr(d, "isoformat") else str(d)
-        if value not in written and fs.exists(fs.join(target, prefix + value)):
-            fs.makedirs(trash)
-            _move(fs.join(target, prefix + value), fs.join(trash, prefix + value))
-    fs.delete_own(trash)
-    fs.makedirs(target)
-    return sorted(written)
-
-
-def _exchange(a: str, b: str) -> bool:
-    """Swap two local directories in one step where the OS can (Linux renameat2); False elsewhere."""
-    from ..result import _rename_exchange
-
-    return _rename_exchange(fs.local_path(a), fs.local_path(b))
-
-
-def _move(src: str, dst: str) -> None:
-    loc = fs.resolve(src)
-    loc.fs.move(loc.path, fs.resolve(dst).path)

@@ -9,12 +9,11 @@ hdfs:// without libhdfs), Spark's own dynamic partition overwrite replaces the d
 """
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from ..io import fs
-from .base import Engine, days_filter, normalize_frame
+from ..io.spark_files import spark_path, spark_read_path, write_frame
+from .base import Engine, days_filter, normalize_frame, timed
 
 ROW_STORAGE_CONF = "spark.scavenger.rowStorageLevel"
 
@@ -94,17 +93,13 @@ class SparkEngine(Engine):
         clause used twice never matches its persisted plan, so a persisted relation would be recomputed at every
         use), and writing rows costs less than building Spark's columnar cache of nested slots (4M events: 11.6 s
         against 18.1 s measured)."""
-        from .duck import _timed
-
-        with _timed(f"materialize {name}"):
+        with timed(f"materialize {name}"):
             df = self._df(sql).localCheckpoint(eager=True, storageLevel=self.level)
         df.createOrReplaceTempView(name)
         (self._checkpoints if keep else self._views).append(name)
 
     def fetch(self, sql: str, label: str = "fetch") -> pd.DataFrame:
-        from .duck import _timed
-
-        with _timed(label):
+        with timed(label):
             return normalize_frame(self._df(sql).toPandas())
 
     def register_frame(self, name: str, frame: pd.DataFrame) -> None:
@@ -155,9 +150,7 @@ class SparkEngine(Engine):
             else:
                 df = source.obj
             if source.kind != "arrow":      # in-memory tables were checked when described
-                from ..io.sources import check_spark_schema
-
-                check_spark_schema(df, source, contract)
+                _check_schema(df, source, contract)
             if days is not None and contract.partition_column in df.columns:
                 df = df.where(days_filter(days))
             raw = f"{name}__0"
@@ -186,13 +179,64 @@ class SparkEngine(Engine):
             raise ValueError(f"no stored files for {name}")
         reader = self.spark.read.option("mergeSchema", "true")
         if root:
-            reader = reader.option("basePath", _spark_path(root))
+            reader = reader.option("basePath", spark_path(root))
         reader.parquet(*[spark_read_path(u) for u in uris]).createOrReplaceTempView(name)
         self._views.append(name)
 
     def write(self, sql: str, uri: str, dts, partition: str = "dt") -> int:
         written = write_frame(self._df(sql), uri, partition, dts=dts)
         return len(written)
+
+    def relation(self, sql: str):
+        return self._df(sql)
+
+    def user_table(self, frame: pd.DataFrame):
+        from ..io.catalog import spark_frame
+
+        return spark_frame(self.spark, frame)
+
+    def read_table(self, uri: str) -> pd.DataFrame:
+        return self.spark.read.parquet(spark_read_path(uri)).toPandas()
+
+    def scan_batch_days(self) -> int | None:
+        from ..session import scan_batch_days
+
+        return scan_batch_days(self.spark)
+
+    def check_catalog(self, database: str) -> str:
+        from ..io import catalog
+
+        return catalog.check_database(self.spark, database)
+
+    def write_catalog_table(self, frame: pd.DataFrame, table: str, dt=None) -> str:
+        from ..io import catalog
+
+        return catalog.write(self.spark, frame, table, dt)
+
+    def write_quarantine(self, sql: str, uri: str, days, rows: int) -> None:
+        """Engine.write_quarantine; into the catalog table of ``catalog:<db>.<table>``: the days' partitions
+        dropped, then the rows (if any) inserted."""
+        if not uri.startswith("catalog:"):
+            return super().write_quarantine(sql, uri, days, rows)
+        from ..io import catalog
+
+        table = uri[len("catalog:"):].replace("/", "_")
+        for d in days:
+            if self.spark.catalog.tableExists(table):
+                self.spark.sql(f"ALTER TABLE {table} DROP IF EXISTS PARTITION (dt = DATE '{d.isoformat()}')")
+        if rows:
+            catalog.write_sql(self.spark, sql, table)
+
+    def phase(self, name: str, detail: str = "", group: str | None = None, log: bool | None = None):
+        from ..progress import phase
+
+        return phase(self.spark, name, detail, group, log)
+
+    def interrupt(self) -> None:
+        try:
+            self.spark.interruptAll()    # classic Spark and Spark Connect alike (no SparkContext needed)
+        except Exception:  # noqa: BLE001 - a session already stopping
+            pass
 
     def _set_conf(self, key: str, value: str) -> None:
         if key not in self._restore:
@@ -206,7 +250,7 @@ class SparkEngine(Engine):
         from ..session import restore_conf
 
         restore_conf(self.spark, self._restore)
-        self._restore = {}
+        self._restore, self._frames = {}, {}
 
     def drop(self, names) -> None:
         names = set(names)
@@ -228,20 +272,6 @@ def _conf(spark, key: str):
         return spark.conf.get(key, None)
     except Exception:  # noqa: BLE001 - Spark Connect may refuse static confs
         return None
-
-
-def _spark_path(uri: str) -> str:
-    return fs.normalize(uri)
-
-
-_GLOB = re.compile(r"([\\*?\[\]{}])")
-
-
-def spark_read_path(uri: str) -> str:
-    """``uri`` as Spark's readers take it literally: they expand Hadoop globs, so ``\\ * ? [ ] { }`` in a directory
-    or file name are escaped with a backslash (unescaped, such a name read as a pattern: PATH_NOT_FOUND, exit 1).
-    Writers and the ``basePath`` option take paths as they are."""
-    return _GLOB.sub(r"\\\1", _spark_path(uri))
 
 
 def _arrow_schema(struct):
@@ -272,46 +302,10 @@ def _any_arrow_type(data_type):
         return pa.null()
 
 
-def write_frame(df, uri: str, partition: str = "dt", dts=None, append: bool = False) -> list[str]:
-    """Parquet partitioned by ``partition``: Spark writes a staging directory, each partition is then swapped in
-    (pyarrow.fs renames); ``dts`` not in the data are removed (a re-run of a day that now writes nothing). Where
-    pyarrow cannot open the URI's file system, Spark's dynamic partition overwrite replaces the days instead."""
-    import uuid as _uuid
+def _check_schema(df, source, contract) -> None:
+    """io.sources.check_schema for a Spark DataFrame or catalog table (its Spark schema as Arrow types): a column
+    that cannot become the contract's is exit 2 naming it, as for Parquet files, instead of Spark's analysis error
+    (exit 1)."""
+    from ..io.sources import check_schema
 
-    from .duck import commit_partitions
-
-    try:
-        fs.resolve(uri)
-    except Exception:  # noqa: BLE001 - a scheme only Spark can open
-        df.write.mode("append" if append else "overwrite").option("partitionOverwriteMode", "dynamic") \
-            .partitionBy(partition).parquet(uri)
-        return []
-    staging = fs.join(uri, "_staging", _uuid.uuid4().hex)
-    try:
-        df.write.mode("overwrite").partitionBy(partition).parquet(_spark_path(staging))
-        if append:
-            return _append_partitions(staging, fs.normalize(uri), partition)
-        return commit_partitions(staging, fs.normalize(uri), dts, partition)
-    finally:
-        fs.delete_own(staging)
-
-
-def _append_partitions(staging: str, target: str, partition: str) -> list[str]:
-    out = []
-    for name, is_dir in fs.listdir(staging):
-        if not (is_dir and name.startswith(partition + "=")):
-            continue
-        fs.makedirs(fs.join(target, name))
-        for part, _ in fs.listdir(fs.join(staging, name)):
-            if fs.hidden(part):
-                continue
-            src, dst = fs.resolve(fs.join(staging, name, part)), fs.join(target, name, f"{_uuid4()}-{part}")
-            src.fs.move(src.path, fs.resolve(dst).path)
-        out.append(name.split("=", 1)[1])
-    return sorted(out)
-
-
-def _uuid4() -> str:
-    import uuid as _uuid
-
-    return _uuid.uuid4().hex[:8]
+    check_schema(_arrow_schema(df.schema), contract, source.name, source.flag, partitioned=False)

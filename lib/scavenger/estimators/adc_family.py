@@ -1,199 +1,84 @@
-"""ADC and what reads it (seed 001 section 4): the attention-decay coefficients with their identification, the ADC
-vector the run uses (estimated from the window or a stored table), and the factored and re-ordering estimates."""
+"""The estimators that read the ADCs (seed 001 section 4): factored and re-ordering, declared for the registry, with
+the ADC vector of the run from :mod:`.adc_source` (and the ADC job's declaration)."""
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
-from .rows import Context, not_identified, row
+from .adc_source import (AdcContext, adc_context, adc_identification, adc_rows,  # noqa: F401 - the family's API
+                         read_adc_table, resolve_adc)
+from .declaration import Estimator
+from .rows import derived, not_identified, row
 
 
-def adc_identification(ad_position: pd.DataFrame) -> dict:
-    """{position: reason} for the positions i > 1 whose ADC the data cannot identify: no ad was shown at both
-    position 1 and position i (in slotted logs each ad is shown at one position only, so any ratio compares
-    different ads)."""
-    from .attention_decay import rewarded
-
-    if not len(ad_position):
-        return {}
-    m = rewarded(ad_position).groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
-    shown = ad_position.groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
-    out = {}
-    if 1 not in m.columns:
-        return {int(p): "no ad was shown at position 1, the reference of every ADC" for p in m.columns}
-    for p in range(2, int(max(m.columns)) + 1):
-        if p not in m.columns:
-            out[p] = f"not identifiable: no impressions at position {p} in the window"
-            continue
-        both = int(((m[1] > 0) & (m[p] > 0)).sum())
-        if both == 0:
-            shared = int(((m > 0).sum(axis=1) > 1).sum())
-            out[int(p)] = ("ADCs are not identifiable: no ad was shown at more than one position"
-                           if shared == 0 else f"not identifiable: no ad was shown at both position 1 and {p}")
-            if shared == 0 and int(((shown > 0).sum(axis=1) > 1).sum()):
-                # the ads did move between positions, but no slot reward of theirs is known (slate rewards only)
-                out[int(p)] = ("ADCs are not identifiable: no slot reward is known where an ad was shown at more "
-                               "than one position (rows with a slate_reward and null slot rewards); the ADCs "
-                               "need per-slot rewards")
-    return out
-
-
-def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float) -> pd.DataFrame:
-    """The ADC table with identification: rows the data cannot identify carry NaN and the reason; an identified row
-    without an interval (width 0: no variation in its rewards) the reason for that."""
-    from . import attention_decay as A
-
-    ap = stats.table("ad_position")
-    table = A.adc_table(ap, methods, level, dcg_base, smoothing)
-    reasons = adc_identification(ap)
-    table["identified"] = [int(p) not in reasons for p in table["position"]]
-    table["reason"] = [reasons.get(int(p)) for p in table["position"]]
-    # a ratio whose position-1 rewards among the ads it uses (naive: all) sum to 0 or less has no value either: no
-    # clicks there, or rewards that may be negative (a revenue of -1) summing to a denominator <= 0
-    undefined = table["identified"] & ~np.isfinite(table["coefficient"].astype(float))
-    table.loc[undefined, "identified"] = False
-    table.loc[undefined, "reason"] = [f"not identifiable: the rewards at position 1 of the ads shown at both "
-                                      f"position 1 and {int(p)} sum to 0 or less (no clicks there), so the ratio "
-                                      f"C_{int(p)} has no positive denominator"
-                                      for p in table.loc[undefined, "position"]]
-    bad = ~table["identified"]
-    for c in ("coefficient", "std_error", "ci_low", "ci_high"):
-        table.loc[bad, c] = math.nan
-    # an identified C_i whose interval would have width 0 has none (estimators/attention_decay._interval): say why
-    flat = table["identified"] & (table["position"] > 1) & (table["std_error"] == 0) & table["ci_low"].isna()
-    table.loc[flat, "reason"] = [
-        f"no interval: the rewards at position {int(p)} (and at 1, which the ratio weighs by C_{int(p)}) show no "
-        f"variation among the ads used (all 0 or all 1, e.g. no click at position {int(p)}), so the variance is 0 "
-        f"and an interval of width 0 would claim certainty; more impressions (clicks) at position {int(p)} give one"
-        for p in table.loc[flat, "position"]]
-    if "note" not in table.columns:
-        table["note"] = None
-    ranked = A.ranker_positions(ap)
-    if ranked:   # confounded: its delta interval would not hold its level there, so none is given
-        naive = (table["method"] == "naive") & table["position"].isin(ranked)
-        table.loc[naive, ["ci_low", "ci_high"]] = math.nan
-        table.loc[naive, "interval_kind"] = "none"
-        table.loc[table["method"] == "naive", "note"] = (
-            f"confounded at position(s) {','.join(map(str, ranked))}: the logger (a ranker) placed other ads there "
-            f"than at position 1 (their logged propensities differ), so the naive ratio compares different ads and "
-            f"has no interval; use an alpha-weighted method")
-    table.loc[(table["method"] == "variance_optimal") & ("fold" in ap.columns), "note"] = \
-        "cross-fitted: each fold's weights use the other fold's click variances"
-    unknown = A.unknown_rewards(ap)
-    if unknown:   # said on every row: the CTRs of every method divide by the impressions with a known reward
-        left = f"{unknown} slot impression(s) with a null reward (the row has a slate_reward) left out"
-        table["note"] = [left if not isinstance(n, str) else f"{n}; {left}" for n in table["note"]]
-    return table
-
-
-def resolve_adc(stats, ctx: Context) -> None:
-    """The ADC vector C_1..C_K factored and reorder use: estimated from the window, or a stored ADC table."""
-    from . import attention_decay as A
-    from . import propagate as P
-
-    opts = ctx.options
-    if opts.adc in (None, "", "estimate"):
-        ctx.adc_table = adc_rows(stats, A.METHODS, opts.level, opts.dcg_base, A.SMOOTHING)
-        ctx.adc_source = "estimated"
-    else:
-        ctx.adc_table = read_adc_table(opts.adc)
-        ctx.adc_source = str(opts.adc)
-    sub = ctx.adc_table[(ctx.adc_table["method"] == opts.adc_method)]
-    if "interval_kind" in sub.columns:
-        sub = sub[sub["interval_kind"].isin(["delta", "crossfit", "none",
-                                             sub["interval_kind"].iloc[0] if len(sub) else ""])]
-    # a stored table may cover more positions than the logs show (a target placing ads beyond them: factored, which
-    # says which it lacks); the logged positions 1..K must all have a positive coefficient
-    K = max(stats.K, 1)
-    K_all = max(K, int(np.nan_to_num(pd.to_numeric(sub["position"], errors="coerce").max())) if len(sub) else K)
-    C = A.adc_vector(sub, opts.adc_method, K_all) if len(sub) else np.full(K, np.nan)
-    C[K:][~(C[K:] > 0)] = np.nan
-    if not np.all(np.isfinite(C[:K])) or np.any(C[:K] <= 0):
-        reasons = sub[sub.get("identified", True) == False]["reason"].dropna().unique().tolist() \
-            if "identified" in sub.columns else []  # noqa: E712
-        ctx.adc_reason = (reasons[0] if reasons else f"the ADC vector has missing or non-positive coefficients "
-                                                      f"{np.round(C[:K], 4).tolist()}") + \
-            "; pass --adc with an ADC table estimated from ranked logs"
-        ctx.C = None
-        return
-    ctx.C = C
-    se = sub.drop_duplicates("position").sort_values("position")["std_error"].to_numpy(float) \
-        if "std_error" in sub.columns else None
-    ctx.C_se = se if se is not None and len(se) == len(C) else None
-    if ctx.adc_source == "estimated":   # same impressions: the joint delta method (estimators/propagate.py)
-        ctx.adc_influence = P.influence(stats.table("ad_position"), opts.adc_method, A.SMOOTHING)
-
-
-def read_adc_table(path: str) -> pd.DataFrame:
-    from ..errors import UsageError
-    from ..io import fs
-
-    if not fs.exists(path):
-        raise UsageError(f"--adc: no such ADC table {path}")
-    p = fs.join(path, "adc") if fs.isdir(fs.join(path, "adc")) else path
-    try:
-        table = pd.read_csv(fs.local_path(p)) if str(p).endswith(".csv") else fs.read_parquet(p)
-    except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"--adc: cannot read {path}: {str(exc).splitlines()[0]}") from None
-    missing = {"position", "method", "coefficient"} - set(table.columns)
-    if missing:
-        raise UsageError(f"--adc: table {path} lacks column(s) {sorted(missing)}")
-    from .adc_table import check_adc_table
-
-    check_adc_table(table, path)            # values: positions, coefficients, duplicates (exit 2 naming them)
-    return table
-
-
-def adc_based_rows(stats, policies: list, wanted: list, ctx: Context, derived=()) -> list[dict]:
-    """Factored (any target) and re-ordering (targets that re-order the logged ads) from the factored tables."""
+def _tables(stats) -> dict:
     from . import factored as F
 
-    opts = ctx.options
-    pe = stats.table("policy_events")
-    if ctx.C is None and ctx.adc_reason is None:
-        resolve_adc(stats, ctx)
-    out = []
-    fac, fsq, tp, ap = (stats.table(n) for n in ("factored", "factored_sq", "target_placements", "ad_position"))
-    pa = stats.table("policy_ads") if "policy_ads" in stats.tables else None
-    rp = stats.table("reorder_pairs") if "reorder_pairs" in stats.tables else None
-    strata = F.ad_strata(ap)
-    extra = {"adc_source": ctx.adc_source, "adc_method": opts.adc_method}
-    for p in policies:
-        rec = pe[pe["policy_id"] == p]
-        n = int(rec["n_events"].sum()) if len(rec) else 0
-        f_p = fac[fac["policy_id"] == p] if len(fac) else fac
-        q_p = fsq[fsq["policy_id"] == p] if len(fsq) else fsq
-        reorders = len(rec) and int(rec["n_reorder"].sum()) == n and n > 0
-        # T_a and the logged clicks among the events this policy decides (policy_ads): a target whose decisions
-        # cover part of the log is not scaled down by that share; tables made without it: every logged event
-        ap_p = pa[pa["policy_id"] == p] if pa is not None else ap
-        T_a = F.ad_impressions(ap_p) if len(ap_p) else pd.Series(dtype=float)
-        # eligibility strata: T_s / T among the same events (ap, without policy_ads' ev: every logged event)
-        w_p = None if strata is None else F.strata_shares(strata, ap_p if "ev" in ap_p.columns else ap)
-        if "factored" in wanted and p not in derived and reorders:
-            out.append(not_identified(p, "factored", "the target re-orders the logged ads event by event: its choice "
-                                                     "depends on the logged slate, not on the context alone as the "
-                                                     "factored estimator needs (see reorder)", n, opts.level, **extra))
-        elif "factored" in wanted and p not in derived:
-            out.append(_factored_row(p, n, f_p, q_p, T_a, tp[tp["policy_id"] == p] if len(tp) else None, w_p,
-                                     ctx, extra))
-        if "reorder" not in wanted:
-            continue
-        if not reorders:
-            if p in derived or "reorder" in (opts.estimators or []):
-                out.append(not_identified(p, "reorder", "the target does not re-order the logged ads on every "
-                                                        "event", n, opts.level, **extra))
-        elif ctx.C is None:
-            out.append(not_identified(p, "reorder", ctx.adc_reason, n, opts.level, **extra))
-        else:
-            pairs = None if rp is None else (rp[rp["policy_id"] == p] if len(rp) else rp)
-            out += _reorder_rows(p, n, f_p, q_p, ap_p, ctx, extra, pairs)
-    return out
+    ap = stats.table("ad_position")
+    return {"pe": stats.table("policy_events"),
+            **{n: stats.table(n) for n in ("factored", "factored_sq", "target_placements", "ad_position")},
+            "policy_ads": stats.table("policy_ads") if "policy_ads" in stats.tables else None,
+            "reorder_pairs": stats.table("reorder_pairs") if "reorder_pairs" in stats.tables else None,
+            "strata": derived(stats, "ad_strata", lambda: F.ad_strata(ap))}
 
 
-def _factored_row(p, n: int, f_p, q_p, T_a, placements, strata, ctx: Context, extra: dict) -> dict:
+def _policy_inputs(stats, p: str, options) -> dict:
+    """One target's rows of the factored tables, its T_a and eligibility-strata shares, and whether it re-orders
+    the logged ads on every event."""
+    from . import factored as F
+
+    t = options.cached("adc_tables", lambda: _tables(stats))
+    pe, fac, fsq, ap, pa = t["pe"], t["factored"], t["factored_sq"], t["ad_position"], t["policy_ads"]
+    rec = pe[pe["policy_id"] == p]
+    n = int(rec["n_events"].sum()) if len(rec) else 0
+    # T_a and the logged clicks among the events this policy decides (policy_ads): a target whose decisions
+    # cover part of the log is not scaled down by that share; tables made without it: every logged event
+    ap_p = pa[pa["policy_id"] == p] if pa is not None else ap
+    strata = t["strata"]
+    return {"n": n, "f_p": fac[fac["policy_id"] == p] if len(fac) else fac,
+            "q_p": fsq[fsq["policy_id"] == p] if len(fsq) else fsq, "ap_p": ap_p,
+            "reorders": bool(len(rec) and int(rec["n_reorder"].sum()) == n and n > 0),
+            "T_a": F.ad_impressions(ap_p) if len(ap_p) else pd.Series(dtype=float),
+            # eligibility strata: T_s / T among the same events (ap, without policy_ads' ev: every logged event)
+            "w_p": None if strata is None else F.strata_shares(strata, ap_p if "ev" in ap_p.columns else ap),
+            "placements": (t["target_placements"][t["target_placements"]["policy_id"] == p]
+                           if len(t["target_placements"]) else None),
+            "pairs": None if t["reorder_pairs"] is None else
+            (t["reorder_pairs"][t["reorder_pairs"]["policy_id"] == p] if len(t["reorder_pairs"]) else
+             t["reorder_pairs"])}
+
+
+def factored(stats, p: str, options) -> dict:
+    """Factored (seed 001 section 4.2) for any target that does not copy the logged slate."""
+    ctx = adc_context(stats, options)
+    x = _policy_inputs(stats, p, options)
+    extra = {"adc_source": ctx.adc_source, "adc_method": options.adc_method}
+    if x["reorders"]:
+        return not_identified(p, "factored", "the target re-orders the logged ads event by event: its choice "
+                                             "depends on the logged slate, not on the context alone as the "
+                                             "factored estimator needs (see reorder)", x["n"], options.level,
+                              **extra)
+    return _factored_row(p, x["n"], x["f_p"], x["q_p"], x["T_a"], x["placements"], x["w_p"], ctx, extra)
+
+
+def reorder(stats, p: str, options) -> list[dict]:
+    """Re-ordering and its lift (seed 001 sections 4.2-4.4) for a target that re-orders the logged ads."""
+    ctx = adc_context(stats, options)
+    x = _policy_inputs(stats, p, options)
+    extra = {"adc_source": ctx.adc_source, "adc_method": options.adc_method}
+    n = x["n"]
+    if not x["reorders"]:
+        if p in options.derived or "reorder" in options.named:
+            return [not_identified(p, "reorder", "the target does not re-order the logged ads on every event", n,
+                                   options.level, **extra)]
+        return []
+    if ctx.C is None:
+        return [not_identified(p, "reorder", ctx.adc_reason, n, options.level, **extra)]
+    return _reorder_rows(p, n, x["f_p"], x["q_p"], x["ap_p"], ctx, extra, x["pairs"])
+
+
+def _factored_row(p, n: int, f_p, q_p, T_a, placements, strata, ctx: AdcContext, extra: dict) -> dict:
     """The factored estimate of one target (seed 001 section 4), its variance with the ADC's own (joint delta
     method, estimators/propagate.py); per eligibility stratum V = sum_s (T_s/T) V_s when the ads are partitioned."""
     from . import factored as F
@@ -219,7 +104,7 @@ def _factored_row(p, n: int, f_p, q_p, T_a, placements, strata, ctx: Context, ex
                **extra)
 
 
-def _reorder_rows(p, n: int, f_p, q_p, ap, ctx: Context, extra: dict, pairs=None) -> list[dict]:
+def _reorder_rows(p, n: int, f_p, q_p, ap, ctx: AdcContext, extra: dict, pairs=None) -> list[dict]:
     """The re-ordering estimate of one target and its lift over the logged order (seed 001 section 4); ``pairs``:
     its ``reorder_pairs`` rows (the event-level variance). With ADCs estimated from the same logs the ADC's terms
     (estimators/propagate.py) are per impression, so the estimate's own variance is taken per impression too: mixing
@@ -249,3 +134,23 @@ def _reorder_rows(p, n: int, f_p, q_p, ap, ctx: Context, extra: dict, pairs=None
         out.append(row(p, name, value, se, lo, hi, kind, n, opts.level, reason=why, supported_share=1.0,
                        unsupported_share=0.0, note=note, **extra))
     return out
+
+
+_CHECKS = ("a", "b")
+_ADDITIVE = _CHECKS + ("f",)    # factored and re-ordering move slot rewards between positions: additive slots
+_TABLES = ("factored", "factored_sq", "ad_position", "policy_ads", "policy_events")
+ESTIMATORS = (
+    Estimator(name="factored", summary="V = sum_a sum_{i,j} F(a,i,j) C_j / C_i / T_a (seed 001 sec. 4.2)",
+              estimate=factored, family="adc_based", checks=_ADDITIVE, tables=_TABLES + ("target_placements",),
+              identification="ADCs identified (ads shown at two or more positions) and every ad the target shows "
+                             "logged", recommend_rank=6),
+    Estimator(name="reorder",
+              summary="V(h_pi) = sum_{a,i,j} F(a,i,j) C_j / C_i; lift = V / logged clicks (seed 001 sec. 4.2-4.4)",
+              estimate=reorder, aliases=("reordering",), family="adc_based", checks=_ADDITIVE,
+              tables=_TABLES + ("reorder_pairs",),
+              identification="the target re-orders the logged ads on every event, and ADCs are identified",
+              recommend_rank=7, outputs=("reorder_lift",), off_scale=("reorder_lift",), derived=True),
+)
+ADC = Estimator(name="adc", summary="C_i = sum_a alpha_a CTR(a,i) / sum_a alpha_a CTR(a,1) (seed 001 sec. 4.3)",
+                estimate=adc_rows, checks=_CHECKS, tables=("ad_position", "log_summary"), needs_decisions=False,
+                default=False, identification="some ad shown at position 1 and at position i")

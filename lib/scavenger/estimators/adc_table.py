@@ -1,6 +1,6 @@
 """What a stored ADC table given with ``--adc`` must hold before any step reads it (UsageError, exit 2, naming the
 file, the column and the first bad value): read by ``estimate.read_adc_table`` and by the commands' shared
-``--adc`` check (cli/arguments.check_adc_option), so that evaluate and train refuse the same tables alike."""
+``--adc`` check (pipelines/options.check_adc_option), so that evaluate and train refuse the same tables alike."""
 from __future__ import annotations
 
 import numpy as np

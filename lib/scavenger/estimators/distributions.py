@@ -9,6 +9,7 @@ importing ``scipy.stats`` (0.6 s of CPU on this machine, taken from the engine's
     chi2_sf(x, df)       Q(df/2, x/2)               (chi2.sf)
     binom_cdf(k, n, p)   P[X <= k], X ~ Bin(n, p)   (binom.cdf)
     binom_sf(k, n, p)    P[X > k]                   (binom.sf)
+    t_ppf(q, df)         Student-t quantile         (t.ppf)
 """
 from __future__ import annotations
 
@@ -45,6 +46,13 @@ def chi2_ppf(q, df):
     ok = (df > 0) & (q >= 0) & (q <= 1)
     with np.errstate(invalid="ignore"):
         return _out(np.where(ok, 2.0 * sc.gammaincinv(df / 2.0, q), np.nan), q.ndim == 0)
+
+
+def t_ppf(q, df):
+    q, df = np.broadcast_arrays(np.asarray(q, dtype=float), np.asarray(df, dtype=float))
+    ok = (df > 0) & (q >= 0) & (q <= 1)
+    with np.errstate(invalid="ignore"):
+        return _out(np.where(ok, sc.stdtrit(np.where(df > 0, df, 1.0), q), np.nan), q.ndim == 0)
 
 
 def chi2_sf(x, df):

@@ -1,30 +1,25 @@
-"""What every estimator family's rows share: the run's :class:`Context`, the row of the estimates table, and the
+"""What every estimator family's rows share: the row of the estimates table, and the
 bounds of the window's weights and rewards that the empirical-likelihood intervals take."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .. import registry
 
 
-@dataclass
-class Context:
-    """What every estimate of a run shares: the options, the ADC used by factored/reorder, cached sums."""
+def estimate_columns() -> list:
+    """The estimates table's columns, in order (schemas/estimates.schema.json, the single source)."""
+    global _COLUMNS
+    if _COLUMNS is None:
+        from ..contract import load_contract
 
-    options: object
-    window: str = ""
-    adc_table: pd.DataFrame | None = None
-    C: np.ndarray | None = None
-    C_se: np.ndarray | None = None
-    adc_influence: pd.DataFrame | None = None   # the estimated ADC's linearisation (estimators/propagate.influence)
-    adc_source: str | None = None
-    adc_reason: str | None = None
-    scavenging: pd.DataFrame | None = None
-    diagnostics: list = field(default_factory=list)
+        _COLUMNS = [f["name"] for f in load_contract("estimates").fields]
+    return _COLUMNS
+
+
+_COLUMNS = None
 
 
 OVERFLOW_REASON = ("the estimate overflows double precision: its terms exceed 1.8e308 (a weight 1/mu or 1/C_i of a "
@@ -46,7 +41,7 @@ def row(policy_id, estimator, value=math.nan, se=math.nan, lo=math.nan, hi=math.
         identified, reason = False, OVERFLOW_REASON
     if _infinite(se):
         se = math.nan
-    out = {c: None for c in registry.ESTIMATE_COLUMNS}
+    out = {c: None for c in estimate_columns()}
     out.update({"policy_id": policy_id, "estimator": estimator, "value": value, "std_error": se, "ci_low": lo,
                 "ci_high": hi, "interval_kind": kind, "n_events": int(n), "level": level,
                 "identified": bool(identified), "reason": reason, "n_unused": 0})
@@ -61,12 +56,24 @@ def not_identified(policy_id, estimator, reason, n=0, level=None, **extra) -> di
     return row(policy_id, estimator, n=n, level=level, identified=False, reason=reason, **extra)
 
 
+def derived(stats, key, fn):
+    """``fn()`` computed once per window's statistics (statistics.window.WindowStats.memo; computed each call for
+    statistics without it)."""
+    memo = getattr(stats, "memo", None)
+    return memo(key, fn) if callable(memo) else fn()
+
+
 def _policy_events(stats, policy_id: str, column: str) -> int:
     """The sum of policy_events' ``column`` over the policy's days (0 where the stored days lack the column)."""
-    pe = stats.table("policy_events")
-    if not len(pe) or column not in pe.columns:
+    def sums():
+        pe = stats.table("policy_events")
+        numeric = [c for c in pe.columns if c != "policy_id" and pd.api.types.is_numeric_dtype(pe[c])]
+        return pe.groupby("policy_id")[numeric].sum() if len(pe) else None
+
+    by_policy = derived(stats, "policy_events_sums", sums)
+    if by_policy is None or column not in by_policy.columns or policy_id not in by_policy.index:
         return 0
-    return int(pe.loc[pe["policy_id"] == policy_id, column].sum())
+    return int(by_policy.at[policy_id, column])
 
 
 def reorders_logged_slate(stats, policy_id: str) -> bool:
@@ -104,7 +111,19 @@ def reward_range(stats) -> tuple[float, float]:
 
 
 def weight_and_reward_bounds(stats, declared: tuple | None = None) -> tuple[float, np.ndarray, float, float]:
-    """(wmax, ymax, rmin, rmax), the bounds estimators/intervals.slate_interval takes (ymax: ``slot_weight_bounds``)
+    """See :func:`_weight_and_reward_bounds`; computed once per window and declared range (ymax read-only)."""
+    return derived(stats, ("weight_and_reward_bounds", None if declared is None else tuple(declared)),
+                   lambda: _read_only(_weight_and_reward_bounds(stats, declared)))
+
+
+def _read_only(bounds: tuple) -> tuple:
+    ymax = np.array(bounds[1], dtype=float)
+    ymax.setflags(write=False)
+    return (bounds[0], ymax, *bounds[2:])
+
+
+def _weight_and_reward_bounds(stats, declared: tuple | None = None) -> tuple[float, np.ndarray, float, float]:
+    """(wmax, ymax, rmin, rmax), the bounds the slate intervals of estimators/intervals.py take (ymax: ``slot_weight_bounds``)
     of the empirical-likelihood intervals: wmax = prod_k 1/min mu_k over the window's logged
     propensities (estimators/intervals.weight_bound), over the m positions with the smallest min mu_k when no row
     holds more than m slots (partial slates); rewards in [min(0, r_min, m d_min), max(r_max, m d_max)] (a row's
@@ -141,14 +160,19 @@ def pair_support(stats, policy_id) -> float:
     tp, ap = stats.table("target_placements"), stats.table("ad_position")
     if not len(tp):
         return math.nan
-    tp = tp[tp["policy_id"] == policy_id]
-    total = float(tp["s_p"].sum())
+
+    def by_policy():            # every policy's placements beside what the logs showed: one merge per window
+        shown = ap.groupby(["logging_policy", "position", "ad_id"], as_index=False).agg(n=("m", "sum"),
+                                                                                       max_p=("max_p", "max"))
+        m = tp.rename(columns={"pos_j": "position"}).merge(shown, on=["logging_policy", "position", "ad_id"],
+                                                           how="left")
+        return dict(tuple(m.assign(_supported=~unsupported(m)).groupby("policy_id", sort=False)))
+
+    m = derived(stats, "pair_support_rows", by_policy).get(policy_id)
+    total = float(m["s_p"].sum()) if m is not None else 0.0
     if not total > 0:
         return math.nan
-    shown = ap.groupby(["logging_policy", "position", "ad_id"], as_index=False).agg(n=("m", "sum"),
-                                                                                     max_p=("max_p", "max"))
-    m = tp.rename(columns={"pos_j": "position"}).merge(shown, on=["logging_policy", "position", "ad_id"], how="left")
-    return float(m.loc[~unsupported(m), "s_p"].sum()) / total
+    return float(m.loc[m["_supported"], "s_p"].sum()) / total
 
 
 def slot_weight_bounds(stats) -> np.ndarray:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .rows import Context, not_identified, reorder_reason, reorders_logged_slate, row, weight_and_reward_bounds
+from .declaration import Estimator
+from .rows import derived, not_identified, reorder_reason, reorders_logged_slate, row, weight_and_reward_bounds
 
 EL_SUMS = ("sum_w", "sum_w2", "sum_wr", "sum_w2r", "sum_w2r2")
 
@@ -41,71 +42,81 @@ class _Direct:
     k_why: str | None = None
 
 
-def scavenging_slate_rows(stats, policies: list, ctx: Context) -> list[dict]:
-    """The direct approach for every deterministic target (seed 001 Theorem 3; Theorem 4 rows with
-    --uniform-logging). V = sum_s (t_s/T) V_s over the strata of held positions (one stratum for full slates),
-    = (1/T) sum_t w_t r_t with w_t = t_s/T_a on matching events: its interval is the empirical-likelihood one of
-    estimators/intervals.py over those weights (w in [0, max t_s]); the Theorem 3 bound beside it."""
+def _window_sums(stats, options) -> pd.DataFrame:
+    """The direct approach's sums of the window, or of the day (--by-day: one reduction by dt for every day of the
+    run, shared, instead of one per day)."""
+    if options.day is None or options.window_stats is None:
+        return scavenging_sums(stats)
+    by_dt = options.shared("scavenging_sums_by_dt", lambda: scavenging_sums(options.window_stats, by_dt=True))
+    if not len(by_dt):
+        return by_dt
+    return by_dt[by_dt["dt"] == options.day].drop(columns=["dt"])
+
+
+def _direct(stats, options) -> dict:
+    """What the direct approach's rows of every policy share (cached per window): policy events, the sums, the
+    number of slates k, the reward range and the eligibility strata."""
     from .factored import ad_strata
     from .scavenging import log_n_layout_slates, log_n_slates
 
-    opts = ctx.options
     pe = stats.table("policy_events").set_index("policy_id") if len(stats.table("policy_events")) else None
     ls = stats.table("log_summary")
-    sums = ctx.scavenging if ctx.scavenging is not None else pd.DataFrame()
     ap = stats.table("ad_position")
     # k = the number of slates: with --n-ads, every catalogue ad at every position (n!/(n-K)!); else the slates
     # the logged layout allows (each position its logged ads, distinct ads): prod_k n_k for slotted slates
     K = max(stats.K, 1)
     # the positions the logs hold (positions 2 and 5 only: slates of 2 ads), as log_n_layout_slates counts them
     held = int(ap.loc[ap["position"].between(1, K), "position"].nunique()) if len(ap) else 0
-    log_k = log_n_slates(opts.n_ads, max(held, 1)) if opts.n_ads else log_n_layout_slates(ap, K)
+    log_k = log_n_slates(options.n_ads, max(held, 1)) if options.n_ads else log_n_layout_slates(ap, K)
     k_why = None
     if not math.isfinite(log_k):
-        k_why = (f"--n-ads {opts.n_ads} is fewer ads than the {held} positions a logged slate fills: no slate of "
-                 f"distinct ads fits that catalogue (k = 0), so Theorems 3/4 give no bound" if opts.n_ads else
+        k_why = (f"--n-ads {options.n_ads} is fewer ads than the {held} positions a logged slate fills: no slate of "
+                 f"distinct ads fits that catalogue (k = 0), so Theorems 3/4 give no bound" if options.n_ads else
                  "no ad is logged at any position: k, the number of slates of Theorems 3/4, is 0")
     # one reward range for the EL interval and the Theorem 3/4 bounds: the range a slate reward CAN take (the held
     # slots' declared maximum), not the largest one observed (on K = 5 slots of clicks, no event with 5 clicks gave
     # R = 4 and a bound 20% too narrow)
-    _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(opts, "reward_bounds", None))
+    _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(options, "reward_bounds", None))
     d = _Direct("scavenging_ad" if stats.K == 1 else "scavenging_slate",
                 float(ls["n_events"].sum()) if len(ls) else 0.0, log_k, r_lo, r_hi, k_why)
-    strata = ad_strata(ap)
-    out = []
-    for p in policies:
-        if pe is None or p not in pe.index:
-            continue
-        n = int(pe.loc[p, "n_events"])
-        det = int(pe.loc[p, "n_deterministic"])
-        if strata is not None and det == n:
-            # the events that logged a slate all come from its ads' stratum, so sum_a S_a/T_a adds the strata's
-            # values instead of averaging them (seed 001 Theorem 1 needs exploration independent of x)
-            out.append(not_identified(p, d.name, f"the calibration key partitions the ads into "
-                                                 f"{strata.nunique()} eligibility strata (each ad shown under "
-                                                 f"one value only): the direct approach compares whole slates across "
-                                                 f"them; evaluate one stratum at a time (factored weights the strata)",
-                                      n, opts.level))
-        elif reorders_logged_slate(stats, p) and d.log_k > 0:
-            # more than one slate was possible: the target's slate equals the logged one because it copies it
-            out.append(not_identified(p, d.name, reorder_reason("the direct approach sum_a S_a/T_a (it needs a "
-                                                                "target that is a function of the context)"),
-                                      n, opts.level))
-        elif det < n:
-            out.append(not_identified(p, d.name, f"the target is stochastic on {n - det} of {n} events: the direct "
-                                                 f"approach needs a deterministic slate per event", n, opts.level))
-        else:
-            # T = the events the policy has a decision for: its T_s and T_a are counted among them too
-            # (slate_covered), so a target whose decisions cover part of the log is not scaled down by that share
-            out += _direct_rows(p, n, sums[sums["policy_id"] == p] if len(sums) else sums, replace(d, T=float(n)),
-                                opts)
-    return out
+    return {"pe": pe, "d": d, "strata": derived(stats, "ad_strata", lambda: ad_strata(ap)),
+            "sums": _window_sums(stats, options)}
+
+
+def scavenging_slate(stats, p: str, options) -> list[dict]:
+    """The direct approach for a deterministic target (seed 001 Theorem 3; Theorem 4 rows with
+    --uniform-logging). V = sum_s (t_s/T) V_s over the strata of held positions (one stratum for full slates),
+    = (1/T) sum_t w_t r_t with w_t = t_s/T_a on matching events: its interval is the empirical-likelihood one of
+    estimators/intervals.py over those weights (w in [0, max t_s]); the Theorem 3 bound beside it."""
+    c = options.cached("scavenging_direct", lambda: _direct(stats, options))
+    pe, d, strata, sums = c["pe"], c["d"], c["strata"], c["sums"]
+    if pe is None or p not in pe.index:
+        return []
+    n = int(pe.loc[p, "n_events"])
+    det = int(pe.loc[p, "n_deterministic"])
+    if strata is not None and det == n:
+        # the events that logged a slate all come from its ads' stratum, so sum_a S_a/T_a adds the strata's
+        # values instead of averaging them (seed 001 Theorem 1 needs exploration independent of x)
+        return [not_identified(p, d.name, f"the calibration key partitions the ads into {strata.nunique()} "
+                                          f"eligibility strata (each ad shown under one value only): the direct "
+                                          f"approach compares whole slates across them; evaluate one stratum at a "
+                                          f"time (factored weights the strata)", n, options.level)]
+    if reorders_logged_slate(stats, p) and d.log_k > 0:
+        # more than one slate was possible: the target's slate equals the logged one because it copies it
+        return [not_identified(p, d.name, reorder_reason("the direct approach sum_a S_a/T_a (it needs a target "
+                                                         "that is a function of the context)"), n, options.level)]
+    if det < n:
+        return [not_identified(p, d.name, f"the target is stochastic on {n - det} of {n} events: the direct "
+                                          f"approach needs a deterministic slate per event", n, options.level)]
+    # T = the events the policy has a decision for: its T_s and T_a are counted among them too (slate_covered), so
+    # a target whose decisions cover part of the log is not scaled down by that share
+    return _direct_rows(p, n, sums[sums["policy_id"] == p] if len(sums) else sums, replace(d, T=float(n)), options)
 
 
 def _direct_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts) -> list[dict]:
     """One deterministic target's rows from its sums ``g``: the EL interval, the Theorem 3 bound (none when some
     of its slates were never logged) and, with uniform logging over full slates, the Theorem 4 rows."""
-    from .intervals import WeightSums, el_interval, off_interval_reason
+    from .intervals import MIN_MATCHING, WeightSums, el_interval, holding, matching_reason, off_interval_reason
 
     n_match = int(g["n_match"].sum()) if len(g) else 0
     unsupported = float(g["n_unsupported"].sum()) / n if n and len(g) else 1.0
@@ -113,6 +124,10 @@ def _direct_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts) -> list[dict]:
         return [not_identified(p, d.name, "no logged slate equals the target's on any event: the direct "
                                           "approach has no matching event to average", n, opts.level,
                                supported_share=1 - unsupported, unsupported_share=unsupported)]
+    if n_match < MIN_MATCHING:
+        return [not_identified(p, d.name, matching_reason(n_match), n, opts.level,
+                               supported_share=1 - unsupported, unsupported_share=unsupported,
+                               note=f"matched={n_match}")]
     share = g["t_s"].to_numpy(float) / d.T
     value = float(np.sum(share * g["v"].to_numpy(float)))
     se = float(math.sqrt(np.sum(share ** 2 * g["var_clt"].to_numpy(float))))
@@ -123,8 +138,8 @@ def _direct_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts) -> list[dict]:
                          max(float(g["t_s"].max()), 1.0 + 1e-9), d.r_lo, d.r_hi, opts.level)
     why = off_interval_reason(value, lo, hi, d.T, float(g["sum_w"].sum()), float(g["sum_w2"].sum()),
                               1.0 - unsupported)
-    out = [row(p, d.name, value, se, math.nan if why else lo, math.nan if why else hi,
-               "none" if why else "el", n, opts.level, reason=why, **extra)]
+    lo, hi, kind, why = (math.nan, math.nan, "none", why) if why else holding(value, lo, hi, "el", None)
+    out = [row(p, d.name, value, se, lo, hi, kind, n, opts.level, reason=why, **extra)]
     if d.k_why:
         out.append(not_identified(p, d.name, d.k_why, n, 1 - opts.delta, **extra))
     elif unsupported == 0:
@@ -144,7 +159,7 @@ def _direct_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts) -> list[dict]:
 def _theorem4_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts, extra: dict) -> list[dict]:
     """Uniform logging (seed 001 Theorem 4): V = (k/T) sum of the matched rewards (w = k on matching events), its
     EL interval and the bound R k sqrt(2 ln(2k/delta) / T)."""
-    from .intervals import WeightSums, el_interval, off_interval_reason
+    from .intervals import WeightSums, el_interval, holding, off_interval_reason
     from .scavenging import theorem4_halfwidth
 
     T = d.T
@@ -157,38 +172,51 @@ def _theorem4_rows(p, n: int, g: pd.DataFrame, d: _Direct, opts, extra: dict) ->
     lo4, hi4 = el_interval(WeightSums(T, k * nm, k * k * nm, k * sr, k * k * sr, k * k * sr2), 0.0,
                            max(k, 1.0 + 1e-9), d.r_lo, d.r_hi, opts.level)   # w = k on matching events
     why4 = off_interval_reason(v4, lo4, hi4, T, k * nm, k * k * nm)
-    return [row(p, d.name + "_uniform", v4, se4, math.nan if why4 else lo4, math.nan if why4 else hi4,
-                "none" if why4 else "el", n, opts.level, reason=why4, **extra),
+    lo4, hi4, kind4, why4 = (math.nan, math.nan, "none", why4) if why4 else holding(v4, lo4, hi4, "el", None)
+    return [row(p, d.name + "_uniform", v4, se4, lo4, hi4, kind4, n, opts.level, reason=why4, **extra),
             row(p, d.name + "_uniform", v4, se4, v4 - h4, v4 + h4, "bound", n, 1 - opts.delta, **extra)]
 
 
-def scavenging_base_rows(stats, policies: list, ctx: Context) -> list[dict]:
+def scavenging_base(stats, p: str, options) -> list[dict]:
     """Action = the base (logging) policy that served the event (seed 001 section 3.3)."""
     from . import scavenging as sc
 
-    opts = ctx.options
     # the range a slate reward can take (as the direct approach)
-    _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(opts, "reward_bounds", None))
-    df = sc.base_policy_estimates(stats, policies, opts.delta, opts.level, opts.uniform_logging, r_hi - r_lo)
+    _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(options, "reward_bounds", None))
+    df = sc.base_policy_estimates(stats, [p], options.delta, options.level, options.uniform_logging, r_hi - r_lo)
+    sub = df[df["policy_id"] == p] if len(df) else df
+    if not len(sub):
+        pe = stats.table("policy_events")
+        n = int(pe.loc[pe["policy_id"] == p, "n_events"].sum()) if len(pe) else 0
+        return [not_identified(p, "scavenging_base", "the target does not name a base (logging) policy on every "
+                                                     "event (decisions' base_policy column)", n, options.level)]
     out = []
-    pe = stats.table("policy_events")
-    for p in policies:
-        sub = df[df["policy_id"] == p] if len(df) else df
-        if not len(sub):
-            n = int(pe.loc[pe["policy_id"] == p, "n_events"].sum()) if len(pe) else 0
-            out.append(not_identified(p, "scavenging_base", "the target does not name a base (logging) policy on "
-                                                            "every event (decisions' base_policy column)", n,
-                                      opts.level))
-            continue
-        for r in sub.to_dict("records"):
-            ok = r["n_matched"] > 0
-            kind = r["interval_kind"] if np.isfinite(r["ci_low"]) and np.isfinite(r["ci_high"]) else "none"
-            if kind == "clt" and not r["ci_high"] > r["ci_low"]:      # width 0: never for an estimated value
-                r["ci_low"] = r["ci_high"] = math.nan
-                kind = "none"
-            out.append(row(p, r["estimator"], r["value"], r["std_error"], r["ci_low"], r["ci_high"], kind,
-                           r["n_events"], r["level"], identified=ok,
-                           reason=None if ok else "no event was served by the base policy the target names",
-                           supported_share=r["supported_share"], unsupported_share=r["unsupported_share"],
-                           note=f"matched={int(r['n_matched'])} actions_used={int(r['actions_used'])}"))
+    for r in sub.to_dict("records"):
+        ok = r["n_matched"] > 0
+        kind = r["interval_kind"] if np.isfinite(r["ci_low"]) and np.isfinite(r["ci_high"]) else "none"
+        if kind == "clt" and not r["ci_high"] > r["ci_low"]:      # width 0: never for an estimated value
+            r["ci_low"] = r["ci_high"] = math.nan
+            kind = "none"
+        out.append(row(p, r["estimator"], r["value"], r["std_error"], r["ci_low"], r["ci_high"], kind,
+                       r["n_events"], r["level"], identified=ok,
+                       reason=None if ok else "no event was served by the base policy the target names",
+                       supported_share=r["supported_share"], unsupported_share=r["unsupported_share"],
+                       note=f"matched={int(r['n_matched'])} actions_used={int(r['actions_used'])}"))
     return out
+
+
+_CHECKS = ("a", "b")
+ESTIMATORS = (
+    Estimator(name="scavenging_slate",
+              summary="V = sum_s (T_s/T) sum_{a in s} S_a / T_a, action = the logged (partial) slate (seed 001 "
+                      "sec. 3, 4.1)", estimate=scavenging_slate, aliases=("direct",), family="scavenging",
+              checks=_CHECKS, tables=("slate_targets", "slate_covered", "policy_events"),
+              identification="every slate the target shows was logged (T_a > 0) for some event", recommend_rank=8,
+              outputs=("scavenging_ad", "scavenging_slate_uniform", "scavenging_ad_uniform")),
+    Estimator(name="scavenging_base",
+              summary="V = sum_a S_a / T_a, action = the base (logging) policy that served the event (seed 001 "
+                      "sec. 3.3)", estimate=scavenging_base, family="scavenging", checks=_CHECKS,
+              tables=("log_summary", "base_targets", "policy_events"),
+              identification="the target names a logged base policy on every event", recommend_rank=9,
+              outputs=("scavenging_base_uniform",)),
+)

@@ -32,8 +32,6 @@ estimator resting on them is not identified (``_infinite_weights``).
 from __future__ import annotations
 
 import math
-from typing import Iterable
-
 import numpy as np
 import pandas as pd
 
@@ -50,9 +48,6 @@ from .slate_weights import (
     estimated_alpha,
     pi_plus_plus_weights,
 )
-
-ESTIMATORS = ("slate_ips", "slate_snips", "slate_pi", "slate_wpi", "slate_pi_plus_plus", "slate_pi_beta")
-
 
 def _infinite_weights(m: SlateMoments, uses_w: bool) -> str | None:
     """Why the sums cannot be trusted, or None: some Y_k is infinite (max_Y_k = inf, a propensity below ~5.6e-309
@@ -178,22 +173,6 @@ def pi_beta(m: SlateMoments, level: float = 0.95, folds=None) -> SlateEstimate:
     return est
 
 
-def all_estimates(m: SlateMoments, level: float = 0.95, prior_mean: float | None = None, alpha=None,
-                  estimators: Iterable[str] = ESTIMATORS) -> list[SlateEstimate]:
-    fns = {
-        "slate_ips": lambda: ips(m, level),
-        "slate_snips": lambda: snips(m, level),
-        "slate_pi": lambda: pi(m, level),
-        "slate_wpi": lambda: wpi(m, level),
-        "slate_pi_plus_plus": lambda: pi_plus_plus(m, prior_mean, alpha, level),
-        "slate_pi_beta": lambda: pi_beta(m, level),
-    }
-    unknown = set(estimators) - set(fns)
-    if unknown:
-        raise ValueError(f"unknown slate estimators: {sorted(unknown)}")
-    return [fns[name]() for name in estimators]
-
-
 def diagnostics(m: SlateMoments, prior_mean: float | None = None, alpha=None, tol: float = ALPHA_TOL) -> dict:
     """Per (policy, window) diagnostics of seed 002 (MATH.md Slate OPE).
 
@@ -263,7 +242,7 @@ def diagnostics_frame(m: SlateMoments, policy_id: str, prior_mean: float | None 
 
 
 __all__ = [
-    "ESTIMATORS", "SlateMoments", "SlateEstimate", "flat_columns", "moment_terms", "ips", "snips", "pi", "wpi",
+    "SlateMoments", "SlateEstimate", "flat_columns", "moment_terms", "ips", "snips", "pi", "wpi",
     "pi_plus_plus", "pi_beta", "beta_weights", "pi_plus_plus_weights", "estimated_alpha", "alpha_exact",
-    "all_estimates", "diagnostics", "diagnostics_frame",
+    "diagnostics", "diagnostics_frame",
 ]

@@ -7,7 +7,9 @@ import math
 import numpy as np
 
 from ..statistics.tables import _is_max, moments_k
-from .rows import (Context, not_identified, pair_support, reorder_reason, reorders_logged_slate, row,
+from .declaration import Estimator
+from .intervals import MIN_MATCHING, matching_reason
+from .rows import (derived, not_identified, pair_support, reorder_reason, reorders_logged_slate, row,
                      short_events, short_reason, slot_weight_bounds, weight_and_reward_bounds)
 
 
@@ -18,7 +20,8 @@ def slate_moments(stats, policy_id: str, fold: int | None = None):
     sm = stats.table("slate_moments")
     if not len(sm):
         return None
-    rows = sm[sm["policy_id"] == policy_id]
+    by_policy = derived(stats, "slate_moments_by_policy", lambda: dict(tuple(sm.groupby("policy_id", sort=False))))
+    rows = by_policy.get(policy_id, sm.iloc[0:0])
     if fold is not None:
         rows = rows[rows["fold"] == fold]
     if not len(rows):
@@ -36,58 +39,73 @@ def slate_moments(stats, policy_id: str, fold: int | None = None):
     return SlateMoments.from_flat(dict(zip(vals.columns, total.tolist())), K)
 
 
-def slate_rows(stats, policy_id: str, wanted: list, ctx: Context) -> list[dict]:
-    """IPS, SNIPS, PI, wPI, PI++ and pi_beta of one policy; not identified without logged propensities."""
-    from . import slate as S
-    from .intervals import slate_interval
-
-    opts = ctx.options
+def _prepared(stats, policy_id: str, options) -> dict:
+    """What the family's estimators of one policy share (cached per policy): the moments, the folds, the
+    intervals' bounds, the supported share and the unused-row counts; or ``reason`` when none is identified (no
+    event with every propensity, a target that leaves a held position empty or re-orders the logged slate)."""
     m = slate_moments(stats, policy_id)
     pe = stats.table("policy_events")
     n_all = int(pe.loc[pe["policy_id"] == policy_id, "n_events"].sum()) if len(pe) else 0
     missing = int(m.n_missing_propensity) if m is not None else n_all
     unused = {"n_unused": missing, "n_missing_propensity": missing,
               "unused_reasons": f"missing propensity on a held slot: {missing}" if missing else None}
+    out = {"m": m, "unused": unused, "n": 0 if m is None else int(m.n), "reason": None}
     if m is None or m.n <= 1:
-        n = 0 if m is None else int(m.n)
-        reason = too_few_events_reason(n, missing, n_all)
-        return [not_identified(policy_id, e, reason, n, opts.level, **unused) for e in wanted]
+        out["reason"] = too_few_events_reason(out["n"], missing, n_all)
+        return out
     short = short_events(stats, policy_id)
     if short:
         # pi_k(a_k | x) = 0 at an empty position makes Y_k = 0 and G = 1 - K + sum_k Y_k < 0: no value of the target
-        reason = short_reason(short, n_all, "the importance weights Y_k = pi_k/mu_k")
-        return [not_identified(policy_id, e, reason, int(m.n), opts.level, **unused) for e in wanted]
+        out["reason"] = short_reason(short, n_all, "the importance weights Y_k = pi_k/mu_k")
+        return out
     if reorders_logged_slate(stats, policy_id) and np.any(slot_weight_bounds(stats) > 1.0):
         # pi_k(a_k | x) is 1 for the logged ad because it was logged: E_mu[Y_k] = 1 fails (a logger of
         # propensity 1 everywhere drew nothing at random, and its re-ordering is a function of the context)
-        reason = reorder_reason("the importance weights Y_k = pi_k/mu_k (E_mu[Y_k] = 1 needs a target that "
-                                "does not see the logged ad)")
-        return [not_identified(policy_id, e, reason, int(m.n), opts.level, **unused) for e in wanted]
-    folds = (slate_moments(stats, policy_id, 0), slate_moments(stats, policy_id, 1))
-    bounds = weight_and_reward_bounds(stats, getattr(opts, "reward_bounds", None))
-    out = []
+        out["reason"] = reorder_reason("the importance weights Y_k = pi_k/mu_k (E_mu[Y_k] = 1 needs a target that "
+                                       "does not see the logged ad)")
+        return out
+    out["folds"] = (slate_moments(stats, policy_id, 0), slate_moments(stats, policy_id, 1))
+    out["bounds"] = weight_and_reward_bounds(stats, getattr(options, "reward_bounds", None))
     # the target's mass on (position, ad) pairs the logs show (check c's measure); the share of events whose
     # logged slate matches the target's (W > 0) is the diagnostics' share_W_nonzero, not a support: it was given
     # here before, so a fully supported target of a uniform logger over 12 slates read 8% supported
-    supported = pair_support(stats, policy_id)
-    for e in wanted:
-        est = _slate_one(S, e, m, opts, folds)
-        extra = dict(unused)
-        if math.isfinite(supported):
-            extra.update(supported_share=supported, unsupported_share=1.0 - supported)
-        ident = getattr(est, "identified", True)
-        lo, hi, kind, reason = slate_interval(e, est, m, *bounds, opts.level)
-        if not ident:           # the weights overflow double precision (estimators/slate_basis.py): say why
-            reason = est.reason
-        if e in ("slate_ips", "slate_snips") and m.n_W_pos == 0:
-            ident, reason = False, ("no logged slate matches the target's (W = 0 on every event): "
-                                    "IPS has no matching event to average")
-        out.append(row(policy_id, e, est.value, est.std_error, lo, hi, kind,
-                       est.n_events, opts.level, identified=ident, reason=reason,
-                       prior_mean=est.extra.get("prior_mean"), prior_source=est.extra.get("prior_source"),
-                       **extra))
-    ctx.diagnostics.extend(S.diagnostics_frame(m, policy_id, opts.prior_mean).to_dict("records"))
+    out["supported"] = pair_support(stats, policy_id)
+    from . import slate as S
+
+    options.side["diagnostics"].extend(S.diagnostics_frame(m, policy_id, options.prior_mean).to_dict("records"))
     return out
+
+
+def slate_estimate(stats, policy_id: str, options, name: str, estimate, interval, needs_match: bool = False
+                   ) -> dict:
+    """One estimator of the family for one policy: ``estimate(m, options, folds)`` -> SlateEstimate, its interval
+    ``interval(est, m, wmax, ymax, rmin, rmax, level)`` -> (lo, hi, kind, reason); ``needs_match``: not identified
+    when no logged slate matches the target's (W = 0 on every event: IPS, SNIPS)."""
+    c = options.cached(("slate_family", policy_id), lambda: _prepared(stats, policy_id, options))
+    level = options.level
+    if c["reason"]:
+        return not_identified(policy_id, name, c["reason"], c["n"], level, **c["unused"])
+    m = c["m"]
+    est = estimate(m, options, c["folds"])
+    extra = dict(c["unused"])
+    if math.isfinite(c["supported"]):
+        extra.update(supported_share=c["supported"], unsupported_share=1.0 - c["supported"])
+    ident = getattr(est, "identified", True)
+    lo, hi, kind, reason = interval(est, m, *c["bounds"], level)
+    if not ident:           # the weights overflow double precision (estimators/slate_basis.py): say why
+        reason = est.reason
+    if needs_match and m.n_W_pos == 0:
+        ident, reason = False, ("no logged slate matches the target's (W = 0 on every event): "
+                                "IPS has no matching event to average")
+    elif needs_match and m.n_W_pos < MIN_MATCHING:
+        ident, reason = False, matching_reason(int(m.n_W_pos))
+    if ident and math.isfinite(est.value):       # its anytime-valid band (estimators/slate_sequences.py)
+        from .slate_sequences import estimate_columns
+
+        extra.update(estimate_columns(stats, policy_id, name, options, c["bounds"]))
+    return row(policy_id, name, est.value, est.std_error, lo, hi, kind, est.n_events, level, identified=ident,
+               reason=reason, prior_mean=est.extra.get("prior_mean"), prior_source=est.extra.get("prior_source"),
+               **extra)
 
 
 def too_few_events_reason(n: int, missing: int, n_all: int) -> str:
@@ -103,10 +121,102 @@ def too_few_events_reason(n: int, missing: int, n_all: int) -> str:
     return "the policy decides no event in the window: the IPS/PI family has no event to average"
 
 
-def _slate_one(S, name, m, opts, folds):
-    if name == "slate_pi_plus_plus":
-        return S.pi_plus_plus(m, opts.prior_mean, None, opts.level)
-    if name == "slate_pi_beta":
-        return S.pi_beta(m, opts.level, folds=folds)
-    fn = {"slate_ips": S.ips, "slate_snips": S.snips, "slate_pi": S.pi, "slate_wpi": S.wpi}[name]
-    return fn(m, opts.level)
+# ---- the family's declarations: one estimate function each ----------------------------------------------------
+def _ips(stats, policy_id, options):
+    from . import slate as S
+    from .intervals import weight_interval
+
+    return slate_estimate(stats, policy_id, options, "slate_ips", lambda m, o, f: S.ips(m, o.level),
+                          weight_interval, needs_match=True)
+
+
+def _snips(stats, policy_id, options):
+    from . import slate as S
+    from .intervals import weight_interval
+
+    return slate_estimate(stats, policy_id, options, "slate_snips", lambda m, o, f: S.snips(m, o.level),
+                          weight_interval, needs_match=True)
+
+
+def _pi(stats, policy_id, options):
+    from . import slate as S
+    from .intervals import design_t_interval
+
+    return slate_estimate(stats, policy_id, options, "slate_pi", lambda m, o, f: S.pi(m, o.level),
+                          design_t_interval)
+
+
+def _wpi(stats, policy_id, options):
+    from . import slate as S
+    from .intervals import design_t_interval
+
+    return slate_estimate(stats, policy_id, options, "slate_wpi", lambda m, o, f: S.wpi(m, o.level),
+                          design_t_interval)
+
+
+def _pi_plus_plus(stats, policy_id, options):
+    from . import slate as S
+    from .intervals import design_t_interval
+
+    return slate_estimate(stats, policy_id, options, "slate_pi_plus_plus",
+                          lambda m, o, f: S.pi_plus_plus(m, o.prior_mean, None, o.level), design_t_interval)
+
+
+def _pi_beta(stats, policy_id, options):
+    from . import slate as S
+    from .intervals import design_t_interval
+
+    return slate_estimate(stats, policy_id, options, "slate_pi_beta",
+                          lambda m, o, f: S.pi_beta(m, o.level, folds=f), design_t_interval)
+
+
+def slate_difference(stats, policy_id: str, baseline: str, options, name: str) -> dict:
+    """``name``'s estimate for ``policy_id`` minus the baseline's on the same events: ``logging`` (what the logs
+    earned) from the slate moments, another target from the pair moments (estimators/differences.py,
+    pair_differences.py)."""
+    from .differences import LOGGING, minus_logging
+    from .pair_differences import minus_policy
+
+    def prepare(p):
+        return options.cached(("slate_family", p), lambda: _prepared(stats, p, options))
+
+    if baseline == LOGGING:
+        return minus_logging(stats, policy_id, name, options, prepare(policy_id))
+    return minus_policy(stats, policy_id, baseline, name, options, prepare(policy_id), prepare)
+
+
+def _difference(name: str):
+    return lambda stats, policy_id, baseline, options: slate_difference(stats, policy_id, baseline, options, name)
+
+
+_CHECKS, _TABLES = ("b", "c", "d", "e"), ("slate_moments", "policy_events")
+_ADDITIVE = _CHECKS + ("f",)    # the PI family assumes additive slots (r = sum_k f_k(x, a_k)): check f
+_FACTORIZED = "logged propensities (factorized logging)"
+_MATCHING = "logged propensities and some logged slate the target would show"
+ESTIMATORS = (
+    Estimator(name="slate_ips", difference=_difference("slate_ips"),
+              summary="mean(r W), W = prod_k pi_k/mu_k (seed 002 eq. 2)", estimate=_ips,
+              aliases=("ips",), family="slate", checks=_CHECKS, tables=_TABLES, needs_propensities=True,
+              identification=_MATCHING, recommend_rank=5),
+    Estimator(name="slate_snips", difference=_difference("slate_snips"),
+              summary="sum(r W) / sum(W) (self-normalized IPS)", estimate=_snips,
+              aliases=("snips",), family="slate", checks=_CHECKS, tables=_TABLES, needs_propensities=True,
+              identification=_MATCHING, recommend_rank=10),
+    Estimator(name="slate_pi", difference=_difference("slate_pi"),
+              summary="mean(r G), G = 1 - K + sum_k Y_k (seed 002 eq. 4, pseudoinverse)",
+              estimate=_pi, aliases=("pi",), family="slate", checks=_ADDITIVE, tables=_TABLES,
+              needs_propensities=True, identification=_FACTORIZED, recommend_rank=2),
+    Estimator(name="slate_wpi", difference=_difference("slate_wpi"),
+              summary="sum(r G) / sum(G) (weighted PI)", estimate=_wpi, aliases=("wpi",),
+              family="slate", checks=_ADDITIVE, tables=_TABLES, needs_propensities=True,
+              identification=_FACTORIZED, recommend_rank=11),
+    Estimator(name="slate_pi_plus_plus", difference=_difference("slate_pi_plus_plus"),
+              summary="mean(r G) - sum_k w_k mean(Y_k), w_k = P'(1 - H/alpha_k) (seed 002 eqs. 25-26, 39)",
+              estimate=_pi_plus_plus, aliases=("pi_plus_plus", "pipp", "pi++"), family="slate", checks=_ADDITIVE,
+              tables=_TABLES, needs_propensities=True, identification=_FACTORIZED, recommend_rank=1,
+              improves_on="slate_pi", predicted_reduction="predicted_nmse_reduction"),
+    Estimator(name="slate_pi_beta", difference=_difference("slate_pi_beta"),
+              summary="mean(r G) - sum_k beta_k mean(Y_k - 1), beta fitted by cross-fitting (control variates)",
+              estimate=_pi_beta, aliases=("pi_beta", "beta"), family="slate", checks=_ADDITIVE, tables=_TABLES,
+              needs_propensities=True, identification=_FACTORIZED, recommend_rank=12, improves_on="slate_pi"),
+)

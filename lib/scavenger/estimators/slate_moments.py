@@ -12,6 +12,8 @@ Sums kept (flat column names of :func:`flat_columns` in brackets; j <= k for the
     s_Y[k], s_rY[k], s_r2Y[k]        sum Y_k, r Y_k, r^2 Y_k           [s_Y_k, s_rY_k, s_r2Y_k]
     s_YY[j,k], s_rYY[j,k], s_r2YY[j,k]  sum Y_j Y_k, r Y_j Y_k, r^2 Y_j Y_k   [s_YY_j_k, s_rYY_j_k, s_r2YY_j_k]
     s_W, s_rW, s_W2, s_rW2, s_r2W2   sum W, r W, W^2, r W^2, r^2 W^2   [same names]
+    s_r2W                  sum r^2 W (IPS minus what the logs earned: sum (r W - r)^2, estimators/differences.py;
+                           NaN on moments built without it, e.g. stored before statistics version 13)
     n_W_pos                count of events with W > 0                  [n_W_pos]
     max_W, max_Y[k]        max W, max Y_k                              [max_W, max_Y_k]
     n_Y_pos[k]             count of events with Y_k > 0                [n_Y_pos_k]
@@ -26,7 +28,8 @@ from typing import Mapping
 
 import numpy as np
 
-_SCALARS = ("n", "n_missing_propensity", "s_r", "s_r2", "s_W", "s_rW", "s_W2", "s_rW2", "s_r2W2", "n_W_pos")
+_SCALARS = ("n", "n_missing_propensity", "s_r", "s_r2", "s_W", "s_rW", "s_W2", "s_rW2", "s_r2W2", "n_W_pos",
+            "s_r2W")
 _VECTORS = ("s_Y", "s_rY", "s_r2Y", "n_Y_pos")
 _MATRICES = ("s_YY", "s_rYY", "s_r2YY")
 _MAX_SCALARS = ("max_W",)
@@ -57,6 +60,7 @@ class SlateMoments:
     max_W: float = 0.0
     max_Y: np.ndarray = None
     n_Y_pos: np.ndarray = None
+    s_r2W: float = math.nan
 
     def __post_init__(self):
         K = int(self.K)
@@ -94,7 +98,7 @@ class SlateMoments:
             s_Y=Y.sum(0), s_rY=(r[:, None] * Y).sum(0), s_r2Y=(r2[:, None] * Y).sum(0),
             s_YY=Y.T @ Y, s_rYY=(Y * r[:, None]).T @ Y, s_r2YY=(Y * r2[:, None]).T @ Y,
             s_W=W.sum(), s_rW=(r * W).sum(), s_W2=(W * W).sum(), s_rW2=(r * W * W).sum(),
-            s_r2W2=(r2 * W * W).sum(), n_W_pos=float((W > 0).sum()),
+            s_r2W2=(r2 * W * W).sum(), n_W_pos=float((W > 0).sum()), s_r2W=(r2 * W).sum(),
             max_W=float(W.max()) if W.size else 0.0,
             max_Y=Y.max(0) if W.size else np.zeros(Y.shape[1]),
             n_Y_pos=(Y > 0).sum(0).astype(float),
@@ -132,6 +136,8 @@ class SlateMoments:
     def from_flat(cls, record: Mapping, K: int) -> "SlateMoments":
         """Inverse of :meth:`to_flat` (e.g. one row of the statistics table); null sums read as 0."""
         def get(key):
+            if key == "s_r2W" and key not in record:     # optional: moments stored before it (version 13)
+                return math.nan
             val = record[key]
             return 0.0 if val is None or (isinstance(val, float) and math.isnan(val)) else float(val)
 
@@ -166,6 +172,7 @@ def moment_terms(K: int) -> list[tuple[str, str, tuple]]:
         "n": ("sum", ("1",)), "n_missing_propensity": ("sum", ("missing",)),
         "s_r": ("sum", ("r",)), "s_r2": ("sum", ("r", "r")), "s_W": ("sum", ("W",)), "s_rW": ("sum", ("r", "W")),
         "s_W2": ("sum", ("W", "W")), "s_rW2": ("sum", ("r", "W", "W")), "s_r2W2": ("sum", ("r", "r", "W", "W")),
+        "s_r2W": ("sum", ("r", "r", "W")),
         "n_W_pos": ("count_pos", ("W",)), "max_W": ("max", ("W",)),
     }
     pre = {"s_Y": ("sum", ()), "s_rY": ("sum", ("r",)), "s_r2Y": ("sum", ("r", "r")),

@@ -44,6 +44,8 @@ class Source:
     undated: list = field(default_factory=list)    # files: what a dt-partitioned source holds outside its dated
     #                                                 directories (dt= names without a date, other dirs and files)
     flag: str = "--logs"                        # the flag or argument that named it (for messages)
+    held: list = field(default_factory=list)    # every day the source holds, whatever the window (dt= listing;
+    #                                             an undivided source's after its one query of dt values)
 
     @property
     def local(self) -> bool:
@@ -54,6 +56,24 @@ class Source:
         if self.kind == "files" and None not in self.days:
             return sorted(self.days)
         return None
+
+
+def require_days(src: Source, date_from, date_to, window: str = "--from/--to") -> None:
+    """UsageError (exit 2) when the source holds days but none of the window [date_from, date_to]: a window chosen
+    outside the logs, answered with the days they hold (the dt= listing, or an undivided source's dt values)."""
+    if not src.held or any((date_from is None or d >= date_from) and (date_to is None or d <= date_to)
+                           for d in src.held):
+        return
+    runs: list = []
+    for d in sorted(src.held):
+        if runs and (d - runs[-1][1]).days == 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    held = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs[:4]) + \
+        (f" and {len(runs) - 4} more run(s)" if len(runs) > 4 else "")
+    raise UsageError(f"{src.flag} {src.name}: no logs in the window {date_from or '-'}..{date_to or '-'}; they hold "
+                     f"{len(src.held)} day(s): {held}; give {window} within those days")
 
 
 def is_table_name(text: str) -> bool:
@@ -78,7 +98,9 @@ def describe(obj, contract, date_from=None, date_to=None, flag: str = "--logs") 
     if isinstance(obj, pa.Table):
         return _in_memory("<pyarrow Table>", obj, contract, flag)
     if hasattr(obj, "iloc"):
-        return _in_memory("<pandas DataFrame>", _from_pandas(obj, contract, flag), contract, flag)
+        from .frames import from_pandas
+
+        return _in_memory("<pandas DataFrame>", from_pandas(obj, contract, flag), contract, flag)
     raise UsageError(f"{flag}: expected a path, a table name or a DataFrame, got {cls}")
 
 
@@ -91,23 +113,6 @@ def _in_memory(name: str, table, contract, flag: str) -> Source:
     return Source(kind="arrow", name=name, obj=table, flag=flag)
 
 
-def _from_pandas(frame, contract, flag: str):
-    """The contract's columns of a pandas frame as a pyarrow table (extra columns are not read, so a column of
-    Python objects Arrow cannot hold is no error); a contract column Arrow cannot convert is exit 2 naming it."""
-    import pyarrow as pa
-
-    names = {f.name for f in contract.struct_type().fields}
-    frame = frame[[c for c in frame.columns if c in names]]
-    frame.attrs = {}        # a frame from Spark Connect's toPandas() holds plan metrics pyarrow warns it cannot keep
-    try:
-        return pa.Table.from_pandas(frame, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as exc:
-        from ..safe import clip
-
-        raise UsageError(f"{flag}: the pandas DataFrame cannot be read as the contract's columns "
-                         f"(schemas/{contract.name}.schema.json): {clip(str(exc))}") from None
-
-
 def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Source:
     uri = fs.normalize(text)
     if fs.is_local(uri) and not fs.exists(uri):
@@ -117,6 +122,7 @@ def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Sourc
     src = Source(kind="files", name=text, uri=uri, flag=flag,
                  undated=[fs.join(uri, n) for n in sorted(layout.undated + layout.other)] if parts else [])
     if parts:
+        src.held = sorted(parts)
         _note_undated(flag, contract.partition_column, layout)
         for day, day_uris in sorted(parts.items()):
             if (date_from and day < date_from) or (date_to and day > date_to):
@@ -278,14 +284,6 @@ def _check_struct_map(found, f, uri: str, flag: str, contract) -> None:
             raise UsageError(f"{flag}: {uri}: column {f.name} is a struct whose field {clip(repr(name))} {why}; "
                              f"expected {f.dataType.simpleString()} (the contract in "
                              f"schemas/{contract.name}.schema.json): give {f.name} as a map of text values")
-
-
-def check_spark_schema(df, source, contract) -> None:
-    """check_schema for a Spark DataFrame or catalog table (its Spark schema as Arrow types): a column that cannot
-    become the contract's is exit 2 naming it, as for Parquet files, instead of Spark's analysis error (exit 1)."""
-    from ..engines.spark import _arrow_schema
-
-    check_schema(_arrow_schema(df.schema), contract, source.name, source.flag, partitioned=False)
 
 
 def _check_elements(found, want, where: str, uri: str, flag: str, contract) -> None:

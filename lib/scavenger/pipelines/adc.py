@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..estimators import families as E
+from ..estimators import adc_family as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed
@@ -57,7 +57,8 @@ def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=Non
 
     checks = registry.checks_for(["adc"])
     config = StatsConfig(bootstrap=options.bootstrap, seed=options.seed, rules=gate.rules)
-    plan = ScanPlan(slate_targets=False, context_cells="a" in checks, pair_strata=False)
+    plan = ScanPlan(slate_targets=False, context_cells="a" in checks, pair_strata=False,
+                    interaction_cells="f" in checks)
     window = run_window(engine, inputs, checks, plan, gate, config, store, quarantine_dir, run_id, batch_days)
     with counted(window):
         require_clean_rows(window, "ADC")
@@ -80,7 +81,20 @@ def adc(engine, inputs: Inputs, options: AdcOptions, gate: GateConfig, store=Non
                     window)
                 frames.append(rows.assign(dt=d))
             by_day = concat_days(frames)
-        return AdcResult(table=table, window=window, by_day=by_day)
+        why = refusal(table, options.bootstrap)
+        return AdcResult(table=table, window=window, by_day=by_day, refused=[why] if why else None)
+
+
+def refusal(table: pd.DataFrame, bootstrap: int = 0) -> str | None:
+    """Why the window gives no ADC past position 1 (every position > 1 not identified, with the table's reasons),
+    else None: ``scavenger adc`` exits 3 with it and ``scavenger.adc`` raises it (DataCheckFailed), after the
+    table is made."""
+    t = table[table["interval_kind"] == ("bootstrap" if bootstrap else "delta")]
+    reasons = sorted({str(x) for x in t.loc[~t["identified"].astype(bool), "reason"].dropna()})
+    if not reasons or not len(t) or t.loc[t["position"] > 1, "identified"].astype(bool).any():
+        return None
+    return "; ".join(reasons) + (" (slotted logs show each ad at one position only: estimate ADCs from ranked "
+                                 "logs, or where ads move between positions)")
 
 
 def _nothing(table: pd.DataFrame, why: str) -> pd.DataFrame:

@@ -59,6 +59,7 @@ def describe_inputs(logs, decisions=None, date_from=None, date_to=None, policies
     if d0 and d1 and d0 > d1:
         raise UsageError(f"--from {d0} is after --to {d1}")
     lsrc = sources.describe(logs, load_contract(LOGS), d0, d1, "--logs")
+    sources.require_days(lsrc, d0, d1)       # a window outside the logs' dt= days: exit 2 naming those days
     dsrc = sources.describe(decisions, load_contract(DECISIONS), d0, d1, "--decisions") \
         if decisions is not None else None
     return Inputs(lsrc, dsrc, d0, d1, list(policies) if policies else None)
@@ -85,6 +86,7 @@ def window_days(engine, inputs: Inputs) -> tuple[list, dict]:
         if source.dates() is None:
             days, n_null = _dt_values(engine, f"scv_dates_{table}", source, contract)
             known = days if table == "logs" else known
+            source.held = list(days)
             if n_null:
                 from ..progress import note
 
@@ -222,6 +224,7 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
 
     dates, undated = window_days(engine, inputs)
     if not dates:
+        sources.require_days(inputs.logs, inputs.date_from, inputs.date_to)     # days outside the window: exit 2
         why = (f": its {undated['logs']} row(s) have a null dt or one that is not a date, or lie in a file "
                f"outside every dt=YYYY-MM-DD directory; give each row the UTC date of its event (dt)") \
             if undated.get("logs") else ""
@@ -252,11 +255,20 @@ def run_window(engine, inputs: Inputs, checks: tuple, plan: ScanPlan, gate: Gate
     with phase(None, "gate", f"checks {','.join(checks) or '-'} over {len(dates)} day(s)",
                log=None if checks else False):      # None: as SCAVENGER_PROGRESS says
         verdicts += J.assumption_rows(stats, checks, gate.assumptions,
-                                      inputs.decisions is not None or bool(derived))
+                                      inputs.decisions is not None or bool(derived),
+                                      additive_estimators() if "f" in checks else ((), ()))
     window = Window(stats, counts, verdicts, J.worst_by_check(verdicts, checks), checks, tuple(absent))
     if gate.enforce and stop_on_quarantine and window.check_verdicts.get("quarantine") == A.FAIL:
         raise DataCheckFailed("; ".join(quarantine_messages(verdicts)), verdicts=verdicts, counts=window.record())
     return window
+
+
+def additive_estimators() -> tuple[list, list]:
+    """(the estimators declared as relying on check f, those that are not): check f's messages name both."""
+    from .. import registry
+
+    specs = registry.ESTIMATORS.values()
+    return [e.name for e in specs if "f" in e.checks], [e.name for e in specs if "f" not in e.checks]
 
 
 def quarantine_messages(verdicts: list) -> list[str]:

@@ -38,9 +38,8 @@ def derived_policies(engine, inputs: Inputs, options, gate, config, store, batch
 
                 logs = sources.describe(logs.uri, load_contract(LOGS), fit_from, fit_to, "--logs")
             fit = Inputs(logs, None, fit_from, fit_to)
-            w = run_window(engine, fit, (), ScanPlan(False, False, False), GateConfig(mode="off",
-                                                                                       rules=gate.rules),
-                           config, store, None, "fit", batch_days)
+            w = run_window(engine, fit, (), ScanPlan(False, False, False, interaction_cells=False),
+                           GateConfig(mode="off", rules=gate.rules), config, store, None, "fit", batch_days)
             scores = R.ctr_scores(w.stats.table("ad_position"))
             if not len(scores):
                 raise DataCheckFailed(f"--reorder ctr: no impressions in the fit window {r['fit_from']}.."

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..estimators import families as E
 from .. import registry
 
 
@@ -25,11 +24,12 @@ def _partial_events(policy_events: pd.DataFrame, log_counts: pd.DataFrame) -> di
     return pd.Series(n, index=pe["policy_id"].to_numpy()).groupby(level=0).sum().to_dict()
 
 
-def diagnostics(stats, policies, ctx: E.Context, notes: list) -> pd.DataFrame:
+def diagnostics(stats, policies, family_rows: list, notes: list) -> pd.DataFrame:
+    """``family_rows``: the rows the estimator families wrote (EstimateOptions.side["diagnostics"])."""
     ls = stats.table("log_summary")
     pe = stats.table("policy_events")
     n_logged = float(ls["n_events"].sum()) if len(ls) else 0.0
-    rows = list(ctx.diagnostics)
+    rows = list(family_rows)
     logged = float(ls["s_r"].sum()) / n_logged if n_logged else np.nan
     logged_se = (np.sqrt(max(float(ls["s_r2"].sum()) / n_logged - logged ** 2, 0.0) / n_logged)
                  if n_logged > 1 else np.nan)

@@ -11,14 +11,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..estimators import families as E
 from .. import registry
 from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError
+from ..estimators.declaration import EstimateOptions
+from ..estimators.rows import not_identified
 from .common import (GateConfig, Inputs, Window, by_day_dates, concat_days, counted, empty_day_reason,
                      require_clean_rows, run_window)
+from .names import check_policy_names
 from .derived import derived_policies
 from .diagnostics import diagnostics as _diagnostics
+from .estimate_rows import run_estimators
 from .target_gate import PolicyVerdicts, gate_rows
 
 
@@ -37,6 +40,7 @@ class EvaluateOptions:
     dcg_base: float = 2.0
     by_day: bool = False
     reward_bounds: tuple | None = None     # a slot reward's declared [min, max]; None: the gate's rules (evaluate)
+    baseline: str | None = None            # --baseline: a target of the decisions, or "logging" (pipelines/running.py)
 
     def wanted(self) -> list[str]:
         return registry.resolve(self.estimators)
@@ -52,6 +56,8 @@ class Evaluation:
     notes: list = field(default_factory=list)
     refused: list = field(default_factory=list)    # named estimators the data or the gate could not support
     warnings: list = field(default_factory=list)   # estimates that left more than 1% of the rows unused
+    differences: pd.DataFrame | None = None        # --baseline: target minus baseline (pipelines/running.py)
+    running: pd.DataFrame | None = None            # --by-day: each estimate over the first day through dt
 
     @property
     def stats(self):
@@ -89,22 +95,10 @@ def _gate_estimators(wanted: list, named: bool, window: Window, gate: GateConfig
     return keep, notes, refused
 
 
-def estimate_window(stats, policies: list, run: list, ctx: E.Context, derived=()) -> list[dict]:
-    """Rows of every estimator in ``run`` for every policy (the window, or one day of it)."""
-    rows = []
-    x_policies = [p for p in policies if p not in derived]
-    if "scavenging_slate" in run and x_policies:
-        rows += E.scavenging_slate_rows(stats, x_policies, ctx)
-    if "scavenging_base" in run and x_policies:
-        rows += E.scavenging_base_rows(stats, x_policies, ctx)
-    adc_based = [e for e in run if registry.get(e).family == "adc_based"]
-    if adc_based:
-        rows += E.adc_based_rows(stats, policies, adc_based, ctx, derived)
-    slate = [e for e in run if registry.get(e).family == "slate"]
-    if slate:
-        for p in x_policies:
-            rows += E.slate_rows(stats, p, slate, ctx)
-    return rows
+def estimate_window(stats, policies: list, run: list, options: EstimateOptions) -> list[dict]:
+    """Rows of every estimator in ``run`` for every policy (the window, or one day of it): the registry's
+    declarations, run by pipelines/estimate_rows.py."""
+    return run_estimators(stats, policies, run, options)
 
 
 def _policies(stats, options: EvaluateOptions) -> list:
@@ -133,17 +127,17 @@ def _unseen_policies(stats, policies: list, run: list, options: EvaluateOptions)
         why = ("none of its decision rows falls on a clean logged event of the window (each was quarantined, or "
                "its event was: see quarantine/)" if int(rows.get(p, 0)) else "no decision of this policy in the "
                                                                              "window")
-        out += [E.not_identified(p, e, why, 0, options.level) for e in run]
+        out += [not_identified(p, e, why, 0, options.level) for e in run]
     return out
 
 
-def finish(rows: list, ctx: E.Context, window: Window, level: float, verdicts: PolicyVerdicts | None = None,
+def finish(rows: list, window_name: str, window: Window, level: float, verdicts: PolicyVerdicts | None = None,
            enforce: bool = False) -> pd.DataFrame:
     """The estimates table: columns of the registry, checks (as each target sees them: ``verdicts``), window, and
     the recommended estimate per policy; with ``enforce``, a target's estimates whose own check failed are refused
     (:func:`gate_rows`)."""
     est = pd.DataFrame(rows, columns=list(registry.ESTIMATE_COLUMNS))
-    est["window"] = ctx.window
+    est["window"] = window_name
     est["level"] = est["level"].fillna(level)
     if verdicts is None:
         est["checks"] = [" ".join(f"{c}:{window.check_verdicts.get(c, 'not_run')}"
@@ -182,13 +176,20 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
     wanted = options.wanted()
     checks = registry.checks_for(wanted)
     config = config or StatsConfig(rules=gate.rules, policies=tuple(inputs.policies) if inputs.policies else None)
+    pair = options.baseline not in (None, "logging")      # --baseline naming a target: its pair moments are made
+    if pair:
+        config = dataclasses.replace(config, baseline=options.baseline)
     derived, spec = derived_policies(engine, inputs, options, gate, config, store, batch_days)
+    spec = {"derived": spec, "baseline": options.baseline} if pair else spec
     plan = registry.plan_for(wanted, checks, adcs_given=options.adc not in (None, "", "estimate"))
     window = run_window(engine, inputs, checks, plan, gate, config, store,
                         quarantine_dir, run_id, batch_days, decisions_key=spec, derived=derived)
     with counted(window):
         require_clean_rows(window, "policy value")
         stats = window.stats
+        pe = stats.table("policy_events")
+        check_policy_names(engine, inputs, options.policies, pe["policy_id"].unique() if len(pe) else [],
+                           stats.dates)          # a misspelled --policies: exit 2, did you mean
         policies = _policies(stats, options)
         verdicts = PolicyVerdicts.of_window(window)
         run, notes, refused = _gate_estimators(wanted, bool(options.estimators), window, gate, verdicts, policies)
@@ -198,28 +199,27 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
                                   + (" -- " + " | ".join(msgs[:5]) if msgs else ""), verdicts=window.verdicts)
         if not run:
             raise DataCheckFailed("no estimator left to run: " + "; ".join(notes), verdicts=window.verdicts)
-        ctx = E.Context(options=options, window=stats.window)
-        if "scavenging_slate" in run:
-            ctx.scavenging = E.scavenging_sums(stats)
         names = [r["policy_id"] for r in options.reorder]
+        opts = EstimateOptions(options, stats.window, derived=names, named=_named(options.estimators))
         unseen = _unseen_policies(stats, policies, run, options)
-        est = finish(estimate_window(stats, policies, run, ctx, names) + unseen, ctx, window, options.level,
+        est = finish(estimate_window(stats, policies, run, opts) + unseen, stats.window, window, options.level,
                      verdicts, gate.enforce)
         quiet = set() if options.policies else {r["policy_id"] for r in unseen}
-        diag = _diagnostics(stats, policies, ctx, notes)
+        diag = _diagnostics(stats, policies, opts.side["diagnostics"], notes)
         warnings, unused_diag = unused_rows(est)
         if unused_diag:
             diag = pd.concat([diag, pd.DataFrame(unused_diag, columns=list(diag.columns)).astype(diag.dtypes)],
                              ignore_index=True)
-        by_day = _by_day(stats, policies, run, options, window, names, verdicts, gate.enforce) \
-            if options.by_day else None
+        by_day = _by_day(stats, policies, run, opts, window, verdicts, gate.enforce) if options.by_day else None
+        diffs, running = _running(stats, policies, run, opts, options, window)
         named = _named(options.estimators)
         refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
                    if not r["identified"] and _base_name(r["estimator"]) in named and r["policy_id"] not in quiet]
-        return Evaluation(estimates=est, diagnostics=diag, adc=ctx.adc_table, window=window, estimates_by_day=by_day,
+        return Evaluation(estimates=est, diagnostics=diag, adc=opts.side.get("adc"), window=window,
+                          estimates_by_day=by_day,
                           notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
                                          for r in est.to_dict("records") if not r["identified"]], refused=refused,
-                          warnings=warnings)
+                          warnings=warnings, differences=diffs, running=running)
 
 
 UNUSED_WARN_SHARE = 0.01   # an estimate that leaves more than this share of its policy's rows unused is flagged
@@ -255,25 +255,31 @@ def _named(estimators) -> set:
     them that the data cannot identify makes the run exit 3; the others are left with their reason."""
     out = set()
     for e in estimators or []:
-        if e.strip() and e.strip() not in registry.GROUPS:
+        if e.strip() and not registry.is_group(e.strip()):
             out.add(registry.get(e.strip()).name)
     return out
 
 
-def _by_day(stats, policies, run, options, window, derived=(), verdicts=None, enforce=False) -> pd.DataFrame:
+def _running(stats, policies, run, opts: EstimateOptions, options: EvaluateOptions, window) -> tuple:
+    """(differences against --baseline, the running table of --by-day): pipelines/running.py."""
+    from . import running as R
+
+    R.check_baseline(options.baseline, stats)
+    diffs = R.differences(stats, policies, run, opts, options.baseline)
+    return diffs, (R.running(stats, policies, run, opts, options.baseline, window.absent) if options.by_day
+                   else None)
+
+
+def _by_day(stats, policies, run, opts: EstimateOptions, window, verdicts=None, enforce=False) -> pd.DataFrame:
     """One estimate per day of the window, from the stored per-day statistics (no extra scan)."""
     frames, blank, absent = [], None, []
-    sums = E.scavenging_sums(stats, by_dt=True) if "scavenging_slate" in run else None
     for d in by_day_dates(window):
         if blank is not None and d in window.absent:     # a day without logs: the first one's rows, renamed
             absent.append(d)
             continue
         day = stats.day(d)
-        ctx = E.Context(options=options, window=d.isoformat())
-        if sums is not None and len(sums):
-            ctx.scavenging = sums[sums["dt"] == d].drop(columns=["dt"])
-        est = finish(estimate_window(day, policies, run, ctx, derived), ctx, window, options.level, verdicts,
-                     enforce)
+        est = finish(estimate_window(day, policies, run, opts.for_day(d, d.isoformat(), stats)), d.isoformat(),
+                     window, opts.level, verdicts, enforce)
         why = empty_day_reason(day, d, window.absent)
         if why:      # every estimator's own reason would blame its inputs (no base policy, no ADC, ...)
             est = est.assign(identified=False, recommended=False, reason=why)

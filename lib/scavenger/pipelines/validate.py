@@ -1,5 +1,5 @@
 """``scavenger validate``: the gate alone, for the estimators a deployment runs (or the checks asked for):
-quarantine with reasons, checks a-e over the window's statistics, great-expectations suites and Data Docs."""
+quarantine with reasons, checks a-f over the window's statistics, great-expectations suites and Data Docs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -73,7 +73,7 @@ def validate(engine, inputs: Inputs, estimators, checks, gate: GateConfig, store
 
 
 def _failed_message(window: Window, failed: list, ests: list) -> str:
-    """The quarantine's own messages (as the window words them when it stops a job), then the failed checks a-e
+    """The quarantine's own messages (as the window words them when it stops a job), then the failed checks a-f
     with the estimators they affect and their first three failed scopes."""
     parts = quarantine_messages(window.verdicts) if "quarantine" in failed else []
     checks = [c for c in failed if c != "quarantine"]
@@ -91,14 +91,17 @@ def _default_set_failures(failed: list, ests: list, named: bool) -> tuple[list, 
     """(failed checks that gate, notes). With the default set (no --estimators, no --checks: nothing configured),
     a check that bears only on the IPS/PI family (c support, d factorized logging, e calibration) rules that family
     out instead of failing the run, as ``evaluate`` leaves it out of its default set: ranked logs (not factorized)
-    pass for ADC, scavenging, factored and re-ordering. Naming a PI-family estimator gates on them again."""
+    pass for ADC, scavenging, factored and re-ordering. Check f (reward interaction) likewise rules out the
+    estimators that assume additive slots: cascade logs pass for scavenging and slate IPS. Naming one of them
+    gates on the check again."""
     if named:
         return failed, []
     gate, notes = [], []
     for c in failed:
         affected = registry.estimators_relying_on(c, ests) if c != "quarantine" else []
-        if affected and all(registry.get(e).family == "slate" for e in affected):
-            notes.append(f"PI family not applicable ({', '.join(affected)}): check {c} failed "
+        if affected and (c == "f" or all(registry.get(e).family == "slate" for e in affected)):
+            what = "estimators assuming additive slots" if c == "f" else "PI family"
+            notes.append(f"{what} not applicable ({', '.join(affected)}): check {c} failed "
                          f"({A.CHECK_NAMES.get(c, c)}); name them with --estimators to gate on it")
         else:
             gate.append(c)

@@ -171,8 +171,8 @@ MAX_ADC_POSITIONS = 10_000     # a stored ADC table naming a larger position is 
 def _table_vector(table, spec: str, method: str) -> tuple[np.ndarray, str]:
     """C_1..C_K of ``method`` from a stored ADC table, refused as evaluate refuses it (exit 2): a method the table
     does not hold, a missing, non-finite or non-positive coefficient, positions other than 1..n
-    (commands.checks.check_adc_option, which train's prepare runs before an engine starts)."""
-    from ..cli.arguments import check_adc_option
+    (pipelines/options.check_adc_option, which train's prepare runs before an engine starts)."""
+    from ..pipelines.options import check_adc_option
     from ..estimators.attention_decay import adc_vector
 
     check_adc_option(spec, method, table)
@@ -188,10 +188,10 @@ def _table_vector(table, spec: str, method: str) -> tuple[np.ndarray, str]:
 def resolve_adc(engine, spec: str, inputs, method: str = "heuristic", rules=None) -> tuple[np.ndarray, str]:
     """(C_1..C_K, source) from numbers, a stored ADC table (``scavenger adc`` output: position, method,
     coefficient), or 'estimate': the alpha-weighted ADCs of the training window (``inputs``: pipelines.common
-    Inputs of that window), through the statistics pass and ``estimate.resolve_adc`` as ``evaluate`` does.
+    Inputs of that window), through the statistics pass and ``estimators.adc_family.resolve_adc`` as ``evaluate`` does.
     Logs (or a table) that cannot identify the ADCs are a data condition: DataCheckFailed (exit 3). ``rules``: the
     row rules of that pass (checks.rules.RuleConfig; default: the contract's)."""
-    from ..estimators import families as E
+    from ..estimators import adc_family as E
 
     if spec in (None, "", "estimate"):
         from ..pipelines.common import GateConfig, run_window
@@ -199,9 +199,10 @@ def resolve_adc(engine, spec: str, inputs, method: str = "heuristic", rules=None
         from ..statistics.scan import ScanPlan, StatsConfig
 
         rules = rules or RuleConfig()
-        window = run_window(engine, inputs, (), ScanPlan(False, False, False), GateConfig(rules=rules, mode="off"),
+        window = run_window(engine, inputs, (), ScanPlan(False, False, False, interaction_cells=False),
+                            GateConfig(rules=rules, mode="off"),
                             StatsConfig(rules=rules))
-        ctx = E.Context(options=SimpleNamespace(adc="estimate", adc_method=method, level=0.95, dcg_base=2.0))
+        ctx = E.AdcContext(options=SimpleNamespace(adc="estimate", adc_method=method, level=0.95, dcg_base=2.0))
         E.resolve_adc(window.stats, ctx)
         if ctx.C is None:
             raise DataCheckFailed(f"cannot estimate ADCs from the training logs ({ctx.adc_reason}); "

@@ -87,7 +87,7 @@ class TrainConfig:
         self.max_pair_keys = fe.check_pair_keys(self.max_pair_keys)
         if self.adc in (None, "", "estimate") and self.adc_method not in ADC_METHODS:
             raise UsageError(f"--adc-method must be one of {', '.join(ADC_METHODS)}; got {self.adc_method!r}")
-        from ..cli.arguments import check_id_length
+        from ..pipelines.options import check_id_length
 
         check_id_length(self.max_id_length)
         if not 0 <= self.reg_param < float("inf") or int(self.max_iter) < 1:
@@ -118,6 +118,9 @@ def prepare(cfg: TrainConfig) -> TrainInputs:
     if isinstance(cfg.out, str):
         fs.check_writable(cfg.out, "--out")
     logs = sources.describe(cfg.logs, load_contract(LOGS), parse_date(cfg.date_from), parse_date(cfg.score_to))
+    # a training window outside the logs' dt= days is exit 2 naming those days (as evaluate's); an empty scoring
+    # window stays exit 3 after training, keeping the training counts (steps.scoring_window)
+    sources.require_days(logs, parse_date(cfg.date_from), parse_date(cfg.date_to), "--from/--to")
     return TrainInputs(logs, el.source(cfg.eligibility))
 
 

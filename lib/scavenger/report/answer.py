@@ -19,6 +19,7 @@ from .plotting import _err, _finite, _literal
 from .markup import _esc, img
 from .numbers import OFF_SCALE, diag_value, truth_for_window
 from .honest import honest_text
+from .decision import answer_lines
 from .verdicts import checks_block, rank
 
 ANSWER_CSS = """
@@ -29,6 +30,7 @@ table.answer td.num{white-space:nowrap} table.answer th.policy{font-size:16px;ba
 .badge{display:inline-block;padding:1px 6px;margin:1px;border-radius:3px;font-size:12px;background:#eee}
 .badge.verdict-pass{background:#e3f6e3} .badge.verdict-warn{background:#fff4cc} .badge.verdict-fail{background:#f9d6d6}
 p.lead{font-size:15px} p.alert{background:#f9d6d6;padding:6px 10px;border-radius:3px}
+p.decision{font-size:15px;margin:4px 0} div.decisions{margin:10px 0 14px 0}
 div.check{border-left:4px solid #ccc;padding:2px 10px;margin:8px 0} div.check.verdict-fail{border-color:#d62728}
 div.check.verdict-warn{border-color:#e0a800} div.check ul{margin:2px 0 6px 0;font-size:13px}
 details.check{margin:3px 0} details.check summary{cursor:pointer}
@@ -267,6 +269,7 @@ def section_answer(inp) -> str:
             parts.append(f'<p class="alert">A check that bears on the recommended estimate failed for {failed} of '
                          f"{len(lines)} policies: read those numbers with the failed checks below.</p>")
         parts.append(lines_table(lines))
+        parts.append(answer_lines(inp))          # against --baseline: since when, anytime-valid (report/decision.py)
         parts.append(img(policies_figure(lines), "every policy side by side with intervals"))
     else:
         parts.append('<p class="missing">No estimates given (pass --estimates).</p>')

@@ -5,7 +5,9 @@ Sections (each a ``<section id=...>``; every number is a ``<td data-value="repr(
 can read the exact values back): ``overview`` (data window, row counts, quarantine counts), ``adc``,
 ``estimates`` (forest plot per target policy, logging policy as reference line), ``diagnostics`` (PI vs PI++),
 ``validation`` (verdicts, messages, link to the Data Docs), ``trend`` (estimates over the daily windows), ``daily``
-(each policy's one-day estimates with their intervals, from ``evaluate --by-day``'s estimates_by_day).
+(each policy's one-day estimates with their intervals, from ``evaluate --by-day``'s estimates_by_day), ``running``
+(each target's running estimate and its difference against ``--baseline`` with both bands, and the first day the
+confidence sequence excludes the baseline: report/decision.py).
 The page opens with the answer before them (``<div id="answer">``, report/answer.py): one line per policy, a plot of
 every policy side by side, the checks with failed and warned first.
 """
@@ -23,11 +25,12 @@ from .numbers import (OFF_SCALE, alpha_table, diag_value, flatten_counts, truth_
 from .sections import (section_adc, section_daily, section_diagnostics, section_estimates, section_overview,
                        section_trend, section_validation)
 
-SECTIONS = ("overview", "adc", "estimates", "daily", "diagnostics", "validation", "trend")
+SECTIONS = ("overview", "adc", "estimates", "running", "daily", "diagnostics", "validation", "trend")
 TITLES = {"overview": "Data window and row counts", "adc": "Attention-decay coefficients (ADC)",
           "estimates": "Target policy estimates", "diagnostics": "PI vs PI++ diagnostics",
           "validation": "Validation verdicts", "trend": "Trend over the daily windows",
-          "daily": "Daily estimates (each day alone)"}
+          "daily": "Daily estimates (each day alone)",
+          "running": "Running estimates against the baseline (first day through each day)"}
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1100px;color:#222}
@@ -47,12 +50,13 @@ table[data-table="validation"] th:nth-child(5){width:6%}
 def render_html(inp: ReportInputs, out_dir: str | None = None, title: str = "scavenger evaluation report") -> str:
     """The whole report as one HTML string (self-contained): the answer first, then the sections."""
     from .answer import ANSWER_CSS, section_answer
+    from .decision import section_running
 
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     bodies = {
         "overview": section_overview(inp), "adc": section_adc(inp), "estimates": section_estimates(inp),
         "diagnostics": section_diagnostics(inp), "validation": section_validation(inp, out_dir),
-        "trend": section_trend(inp), "daily": section_daily(inp),
+        "trend": section_trend(inp), "daily": section_daily(inp), "running": section_running(inp),
     }
     nav = "".join(f'<a href="#{s}">{_esc(TITLES[s])}</a>' for s in SECTIONS)
     sections = "".join(f'<section id="{s}"><h2>{_esc(TITLES[s])}</h2>{bodies[s]}</section>' for s in SECTIONS)

@@ -131,7 +131,8 @@ def alpha_figure(alpha: pd.DataFrame) -> Figure | None:
 
 @_literal
 def variance_reduction_figure(table: pd.DataFrame) -> Figure | None:
-    """Predicted (P'(2 Pbar - P') K (M - H)) vs realized (n (SE_PI^2 - SE_PI++^2)) variance reduction."""
+    """Predicted (where declared: PI++'s P'(2 Pbar - P') K (M - H)) vs realized (n (SE_base^2 - SE^2)) variance
+    reduction of each estimator over the one it improves on."""
     if table is None or not len(table):
         return None
     fig = Figure(figsize=(7.5, 3.8))
@@ -140,10 +141,13 @@ def variance_reduction_figure(table: pd.DataFrame) -> Figure | None:
     ax.bar(x - 0.2, table["predicted"].astype(float), width=0.4, color=COLORS[0], label="predicted")
     ax.bar(x + 0.2, table["realized"].astype(float), width=0.4, color=COLORS[1], label="realized")
     ax.set_xticks(x)
-    ax.set_xticklabels(table["policy_id"].astype(str), fontsize=8, rotation=20)
-    ax.set_xlabel("target policy")
-    ax.set_ylabel("n x (variance of PI - variance of PI++)")
-    ax.set_title("PI vs PI++: variance reduction per event")
+    pairs = (zip(table["estimator"], table["improves_on"]) if {"estimator", "improves_on"} <= set(table.columns)
+             else [("", "")] * len(table))
+    ax.set_xticklabels([f"{p}\n{e} vs {b}" if e else p for p, (e, b) in zip(table["policy_id"].astype(str), pairs)],
+                       fontsize=7, rotation=20)
+    ax.set_xlabel("target policy, estimator vs the one it improves on")
+    ax.set_ylabel("n x (variance of base - variance of estimator)")
+    ax.set_title("variance reduction per event")
     ax.axhline(0.0, color="k", linewidth=0.8)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="best")

@@ -2,8 +2,8 @@
 the daily history of estimates, and optionally the generator's ground_truth.json.
 
 All of these are small aggregated tables (one row per position/method, per policy/estimator, per check), so a
-local path is read with pandas/pyarrow without starting Spark; a remote location (``scheme://``) is read through
-the SparkSession given as ``spark_factory`` (still only aggregated rows reach the driver).
+local path is read with pandas/pyarrow without starting Spark; a remote location (``scheme://``) is read by the
+engine ``engine_factory()`` returns (Spark: its ``read_table``; still only aggregated rows reach the driver).
 
 Two ways to point at the inputs:
   * explicit: ``--adc PATH --estimates PATH [--validation PATH] [--history ROOT] [--ground-truth FILE]``; a PATH
@@ -14,7 +14,6 @@ Two ways to point at the inputs:
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +22,9 @@ from typing import Callable
 import pandas as pd
 
 from ..errors import UsageError
+from .layout import is_remote, local_path, root_layout
 from .preflight import check_truth_matches
 from .read import (
-    _is_remote,
-    _local,
     find_data_docs,
     quarantine_counts,
     read_by_day,
@@ -47,6 +45,7 @@ class ReportInputs:
     validation: pd.DataFrame | None = None
     history: pd.DataFrame | None = None            # estimates + column ``run_dt`` (one row set per daily run)
     by_day: pd.DataFrame | None = None             # estimates_by_day of the evaluate runs (column ``dt``)
+    running: pd.DataFrame | None = None            # running/ of the evaluate runs (``dt``; ``source``: which run)
     ground_truth: dict | None = None
     results: dict = field(default_factory=dict)    # job name -> result.json dict
     quarantine: pd.DataFrame | None = None         # table, dt, rows
@@ -54,10 +53,23 @@ class ReportInputs:
     sources: dict = field(default_factory=dict)    # what was read from where
 
 
-def _by_day_beside(est_paths: list, spark_factory: Callable | None) -> pd.DataFrame | None:
+def _by_day_beside(est_paths: list, engine_factory: Callable | None) -> pd.DataFrame | None:
     """The estimates_by_day tables beside the evaluate runs read (``evaluate --by-day`` writes them)."""
-    return _concat([read_by_day(Path(job) / "estimates_by_day", spark_factory) for _, job in est_paths
-                    if job is not None and not _is_remote(job) and (Path(job) / "estimates_by_day").is_dir()])
+    return _concat([read_by_day(Path(job) / "estimates_by_day", engine_factory) for _, job in est_paths
+                    if job is not None and not is_remote(job) and (Path(job) / "estimates_by_day").is_dir()])
+
+
+def _running_beside(est_paths: list, engine_factory: Callable | None) -> pd.DataFrame | None:
+    """The running tables beside the evaluate runs read (``evaluate --by-day``), ``source`` naming the run (the
+    registry dataset of the daily layout: the directory above dt=)."""
+    frames = []
+    for _, job in est_paths:
+        if job is None or is_remote(job) or not (Path(job) / "running").is_dir():
+            continue
+        df = read_by_day(Path(job) / "running", engine_factory, "running")
+        name = Path(job).parent.name if Path(job).name.startswith("dt=") else Path(job).name
+        frames.append(None if df is None else df.assign(source=name))
+    return _concat(frames)
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
@@ -67,7 +79,7 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
 
 def load_inputs(adc: str | None = None, estimates: str | None = None, diagnostics: str | None = None,
                 validation: str | None = None, history: str | None = None, ground_truth: str | None = None,
-                root: str | None = None, dt: str | None = None, spark_factory: Callable | None = None
+                root: str | None = None, dt: str | None = None, engine_factory: Callable | None = None
                 ) -> ReportInputs:
     """Read every input of a report (see the module docstring for the two layouts)."""
     inp = ReportInputs()
@@ -75,7 +87,7 @@ def load_inputs(adc: str | None = None, estimates: str | None = None, diagnostic
     diag_paths: list[str] = []
     history_given, adc_given, validation_given = history is not None, adc is not None, validation is not None
     if root is not None:
-        adc, validation, history, est_paths = _root_layout(root, dt, adc, estimates, validation, history)
+        adc, validation, history, est_paths = root_layout(root, dt, adc, estimates, validation, history)
         est_paths = [(path, job, "--root") for path, job in est_paths]
         _check_root_found(root, dt, adc, validation, est_paths)
     if estimates is not None:
@@ -84,15 +96,15 @@ def load_inputs(adc: str | None = None, estimates: str | None = None, diagnostic
         diag_paths.append((resolve_table(diagnostics, "diagnostics")[0], "--diagnostics"))
     if adc is not None:
         path, job = resolve_table(adc, "adc")
-        inp.adc = read_table(path, spark_factory, "adc", "--adc" if adc_given else "--root")
+        inp.adc = read_table(path, engine_factory, "adc", "--adc" if adc_given else "--root")
         inp.sources["adc"] = path
         if (res := read_result(job)) is not None:
             inp.results["adc"] = res
-    _read_estimates(inp, est_paths, diag_paths, not diagnostics, spark_factory)
+    _read_estimates(inp, est_paths, diag_paths, not diagnostics, engine_factory)
     if validation is not None:
-        _read_validation(inp, validation, spark_factory, "--validation" if validation_given else "--root")
+        _read_validation(inp, validation, engine_factory, "--validation" if validation_given else "--root")
     if history is not None:
-        inp.history = read_history(history, spark_factory, "--history" if history_given else "--root")
+        inp.history = read_history(history, engine_factory, "--history" if history_given else "--root")
         inp.sources["history"] = history
         if inp.history is None and history_given:
             raise UsageError(f"--history: no daily estimates under {history} (expected dt=YYYY-MM-DD/estimates/ "
@@ -103,32 +115,6 @@ def load_inputs(adc: str | None = None, estimates: str | None = None, diagnostic
     return inp
 
 
-def _root_layout(root: str, dt: str | None, adc, estimates, validation, history) -> tuple:
-    """(adc, validation, history, estimates paths) of the daily DAG's layout ``{root}/<job>/dt=<dt>/``; an input
-    given explicitly is kept."""
-    if dt is None:
-        raise UsageError("--root needs --dt (the run date whose outputs to show)")
-    try:
-        _dt.date.fromisoformat(dt)
-    except ValueError:
-        raise UsageError(f"--dt expects YYYY-MM-DD, got {dt!r}") from None
-    r = _local(root)
-    if not r.is_dir():
-        raise UsageError(f"--root: no such directory {root}")
-    if adc is None and (r / "adc" / f"dt={dt}" / "adc").exists():
-        adc = str(r / "adc" / f"dt={dt}")
-    est_paths = []
-    if estimates is None:
-        for ds_dir in sorted((r / "evaluate").glob(f"*/dt={dt}")) + sorted((r / "evaluate").glob(f"dt={dt}")):
-            if (ds_dir / "estimates").exists():
-                est_paths.append((str(ds_dir / "estimates"), str(ds_dir)))
-    if validation is None and (r / "validate" / f"dt={dt}" / "validation").exists():
-        validation = str(r / "validate" / f"dt={dt}")
-    if history is None and (r / "evaluate").exists():
-        history = str(r / "evaluate")
-    return adc, validation, history, est_paths
-
-
 def _check_root_found(root: str, dt: str, adc, validation, est_paths: list) -> None:
     """``--root ROOT --dt DS`` that finds none of DS's outputs: exit 2 when ROOT is not a daily output root at all
     (no adc/, evaluate/ or validate/ below it), else exit 3 (the day has no outputs yet)."""
@@ -136,7 +122,7 @@ def _check_root_found(root: str, dt: str, adc, validation, est_paths: list) -> N
 
     if adc is not None or validation is not None or est_paths:
         return
-    r = _local(root)
+    r = local_path(root)
     if not any((r / job).is_dir() for job in ("adc", "evaluate", "validate")):
         raise UsageError(f"--root {root}: not a daily output root (no adc/, evaluate/ or validate/ directory below "
                          f"it; expected {{root}}/<job>/dt=YYYY-MM-DD/)")
@@ -146,12 +132,12 @@ def _check_root_found(root: str, dt: str, adc, validation, est_paths: list) -> N
 
 
 def _read_estimates(inp: ReportInputs, est_paths: list, diag_paths: list, diagnostics_beside: bool,
-                    spark_factory: Callable | None) -> None:
+                    engine_factory: Callable | None) -> None:
     """The estimates of every evaluate run (path, job directory, flag), their result.json, by-day tables and
     (``diagnostics_beside``: no --diagnostics given) the diagnostics beside them."""
     est_frames = []
     for path, job, flag in est_paths:
-        est_frames.append(read_table(path, spark_factory, "estimates", flag))
+        est_frames.append(read_table(path, engine_factory, "estimates", flag))
         inp.sources.setdefault("estimates", []).append(path)
         if job is not None:
             if (res := read_result(job)) is not None:
@@ -159,17 +145,18 @@ def _read_estimates(inp: ReportInputs, est_paths: list, diag_paths: list, diagno
             if diagnostics_beside and (Path(job) / "diagnostics").exists():
                 diag_paths.append((str(Path(job) / "diagnostics"), flag))
     inp.estimates = _concat(est_frames)
-    inp.by_day = _by_day_beside([(p, j) for p, j, _ in est_paths], spark_factory)
-    inp.diagnostics = _concat([read_table(p, spark_factory, "diagnostics", flag) for p, flag in diag_paths])
+    inp.by_day = _by_day_beside([(p, j) for p, j, _ in est_paths], engine_factory)
+    inp.running = _running_beside([(p, j) for p, j, _ in est_paths], engine_factory)
+    inp.diagnostics = _concat([read_table(p, engine_factory, "diagnostics", flag) for p, flag in diag_paths])
     if diag_paths:
         inp.sources["diagnostics"] = [p for p, _ in diag_paths]
 
 
-def _read_validation(inp: ReportInputs, validation: str, spark_factory: Callable | None,
+def _read_validation(inp: ReportInputs, validation: str, engine_factory: Callable | None,
                      flag: str = "--validation") -> None:
     """The validation table, its result.json, quarantine counts and Data Docs."""
     path, validate_dir = resolve_table(validation, "validation")
-    inp.validation = read_table(path, spark_factory, "validation", flag)
+    inp.validation = read_table(path, engine_factory, "validation", flag)
     inp.sources["validation"] = path
     if (res := read_result(validate_dir)) is not None:
         inp.results["validate"] = res
@@ -182,7 +169,7 @@ def _read_validation(inp: ReportInputs, validation: str, spark_factory: Callable
 
 def _read_ground_truth(ground_truth: str) -> tuple[dict, str]:
     """The generator's ground_truth.json (a file, or the directory holding it) and where it was read."""
-    gt = _local(ground_truth)
+    gt = local_path(ground_truth)
     if gt.is_dir():
         gt = gt / "ground_truth.json"
     if not gt.is_file():

@@ -7,8 +7,14 @@ import datetime as _dt
 import numpy as np
 import pandas as pd
 
-# estimators on another scale than "value per event": listed in tables, left out of forest plots and trends
-OFF_SCALE = ("reorder_lift",)
+
+
+def __getattr__(name: str):
+    if name == "OFF_SCALE":   # rows on another scale than "value per event": listed in tables, left out of plots
+        from .. import registry
+
+        return registry.off_scale()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def window_days(window: str | None) -> list[str]:
@@ -53,25 +59,31 @@ def diag_value(diagnostics: pd.DataFrame | None, policy_id: str, metric: str) ->
 
 
 def variance_reduction(estimates: pd.DataFrame | None, diagnostics: pd.DataFrame | None) -> pd.DataFrame:
-    """Per policy: predicted n*MSE reduction of PI++ over PI, P'(2 Pbar - P') K (M - H) (seed 002 section 5,
-    eq. 41; from the diagnostics table), and the realized one on this window, n (SE_PI^2 - SE_PI++^2) with
-    SE the estimators' standard errors of the mean (so n SE^2 is the per-event sample variance)."""
-    cols = ["policy_id", "n_events", "M", "H", "prior_mean", "predicted", "realized", "se_pi", "se_pi_plus_plus"]
+    """Per policy and per estimator that declares the one it improves on (registry ``improves_on``, e.g. PI++ over
+    PI): the realized n*MSE reduction on this window, n (SE_base^2 - SE^2) with SE the estimators' standard errors
+    of the mean (n SE^2 is the per-event sample variance), and the predicted one where the declaration names a
+    diagnostics metric for it (PI++: P'(2 Pbar - P') K (M - H), seed 002 section 5, eq. 41)."""
+    from .. import registry
+
+    cols = ["policy_id", "estimator", "improves_on", "n_events", "M", "H", "prior_mean", "predicted", "realized",
+            "se_base", "se"]
     if estimates is None or not len(estimates):
         return pd.DataFrame(columns=cols)
+    pairs = [e for e in registry.ESTIMATORS.values() if e.improves_on]
     rows = []
     for p in dict.fromkeys(estimates["policy_id"]):
         e = estimates[estimates["policy_id"] == p]
-        pi_row = e[e["estimator"] == "slate_pi"]
-        pp_row = e[e["estimator"] == "slate_pi_plus_plus"]
-        if not len(pi_row) or not len(pp_row):
-            continue
-        n = float(pi_row["n_events"].iloc[0])
-        se_pi, se_pp = float(pi_row["std_error"].iloc[0]), float(pp_row["std_error"].iloc[0])
-        rows.append({"policy_id": p, "n_events": n, "M": diag_value(diagnostics, p, "M"),
-                     "H": diag_value(diagnostics, p, "H"), "prior_mean": diag_value(diagnostics, p, "prior_mean"),
-                     "predicted": diag_value(diagnostics, p, "predicted_nmse_reduction"),
-                     "realized": n * (se_pi ** 2 - se_pp ** 2), "se_pi": se_pi, "se_pi_plus_plus": se_pp})
+        for spec in pairs:
+            base_row, own = e[e["estimator"] == spec.improves_on], e[e["estimator"] == spec.name]
+            if not len(base_row) or not len(own):
+                continue
+            n = float(base_row["n_events"].iloc[0])
+            se_base, se = float(base_row["std_error"].iloc[0]), float(own["std_error"].iloc[0])
+            predicted = diag_value(diagnostics, p, spec.predicted_reduction) if spec.predicted_reduction else None
+            rows.append({"policy_id": p, "estimator": spec.name, "improves_on": spec.improves_on, "n_events": n,
+                         "M": diag_value(diagnostics, p, "M"), "H": diag_value(diagnostics, p, "H"),
+                         "prior_mean": diag_value(diagnostics, p, "prior_mean"), "predicted": predicted,
+                         "realized": n * (se_base ** 2 - se ** 2), "se_base": se_base, "se": se})
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -4,14 +4,11 @@ none of the input directories (UsageError, exit 2, naming the flag)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..errors import UsageError
-
-if TYPE_CHECKING:
-    from .inputs import ReportInputs
+from .layout import is_remote, local_path, root_layout
 
 
 # The columns each input table must have for the report to show it: the report's sections read these without a
@@ -23,10 +20,11 @@ REPORT_COLUMNS = {
     "estimates_by_day": ("policy_id", "estimator", "value", "ci_low", "ci_high", "interval_kind", "identified"),
     "diagnostics": ("policy_id", "metric", "slot", "value"),
     "validation": ("check", "verdict"),
+    "running": ("policy_id", "baseline_id", "estimator", "value", "ci_low", "ci_high", "cs_low", "cs_high", "level"),
 }
 _WRITER = {"adc": "`scavenger adc` (or evaluate)", "estimates": "`scavenger evaluate`",
            "estimates_by_day": "`scavenger evaluate --by-day`", "diagnostics": "`scavenger evaluate`",
-           "validation": "`scavenger validate`"}
+           "validation": "`scavenger validate`", "running": "`scavenger evaluate --by-day`"}
 
 
 def required_columns(kind: str) -> list[str]:
@@ -59,7 +57,7 @@ def check_columns(df: pd.DataFrame, kind: str, path: str, flag: str) -> pd.DataF
     return df
 
 
-def _data_k(inp: ReportInputs) -> list[tuple[str, int]]:
+def _data_k(inp) -> list[tuple[str, int]]:
     """(where, K) of the report's data: each job's result.json counts.K and the ADC table's largest position."""
     out = []
     for job, res in inp.results.items():
@@ -73,7 +71,7 @@ def _data_k(inp: ReportInputs) -> list[tuple[str, int]]:
     return out
 
 
-def check_truth_matches(inp: ReportInputs, ground_truth: str) -> None:
+def check_truth_matches(inp, ground_truth: str) -> None:
     """Refuse (exit 2) a ground truth of another number of positions K than the data reported: its true values
     and ADCs would be drawn beside estimates of other logs."""
     gt = inp.ground_truth or {}
@@ -95,14 +93,12 @@ def input_dirs(adc=None, estimates=None, diagnostics=None, validation=None, hist
     belong to (whose result.json and _manifest.json a report written there would replace): ``--out`` must not be
     one of them, nor (``inside`` true) below one. Below ``--root`` is allowed (the daily DAG writes
     {root}/report/dt=DS) but not inside the job directories read from it. Remote inputs are left out."""
-    from .inputs import _is_remote, _local, _root_layout
-
     out: list[tuple[str, str, bool]] = []
 
     def add(flag: str, path: str | None, inside: bool = True) -> None:
-        if path is None or _is_remote(path):
+        if path is None or is_remote(path):
             return
-        p = _local(path).resolve()
+        p = local_path(path).resolve()
         if p.is_dir():
             out.append((flag, str(p), inside))
         else:                                            # a file (ground truth, a CSV table): its directory
@@ -111,10 +107,10 @@ def input_dirs(adc=None, estimates=None, diagnostics=None, validation=None, hist
         if (p.parent / "result.json").exists() or (p.parent / "_manifest.json").exists():
             out.append((flag, str(p.parent), False))     # a table inside a job's --out directory
 
-    if root is not None and dt is not None and _local(root).is_dir():
-        out.append(("--root", str(_local(root).resolve()), False))
+    if root is not None and dt is not None and local_path(root).is_dir():
+        out.append(("--root", str(local_path(root).resolve()), False))
         try:
-            r_adc, r_val, r_hist, r_est = _root_layout(root, dt, None, None, None, None)
+            r_adc, r_val, r_hist, r_est = root_layout(root, dt, None, None, None, None)
         except UsageError:
             r_adc, r_val, r_hist, r_est = None, None, None, []
         for path in (r_adc, r_val, *[job for _, job in r_est]):
@@ -129,11 +125,9 @@ def input_dirs(adc=None, estimates=None, diagnostics=None, validation=None, hist
 def check_out(out_dir: str, dirs: list[tuple[str, str, bool]]) -> None:
     """UsageError when ``--out`` is an input directory (or inside one): the report's result.json and
     _manifest.json would replace the input job's before it is read."""
-    from .inputs import _is_remote, _local
-
-    if _is_remote(out_dir):
+    if is_remote(out_dir):
         return
-    o = _local(out_dir).resolve()
+    o = local_path(out_dir).resolve()
     for flag, d, inside in dirs:
         dp = Path(d)
         if o == dp or (inside and dp in o.parents):

@@ -11,33 +11,24 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import UsageError
+from .layout import is_remote, local_path
 from .preflight import check_columns
 
 _DT_DIR = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in str(path) and not str(path).startswith("file://")
-
-
-def _local(path: str) -> Path:
-    return Path(str(path).replace("file://", ""))
-
-
-def read_table(path: str | os.PathLike, spark_factory: Callable | None = None, kind: str | None = None,
+def read_table(path: str | os.PathLike, engine_factory: Callable | None = None, kind: str | None = None,
                flag: str | None = None) -> pd.DataFrame:
     """A small Parquet (directory or file) or CSV table as pandas; remote paths go through Spark. With ``kind``
     (a key of REPORT_COLUMNS) its columns are checked (UsageError naming ``flag`` when one is missing)."""
     path = str(path)
     flag = flag or (f"--{kind}" if kind else "table")
-    if _is_remote(path):
-        if spark_factory is None:
+    if is_remote(path):
+        if engine_factory is None:
             raise UsageError(f"cannot read remote table {path} without a SparkSession")
-        from ..engines.spark import spark_read_path
-
-        df = spark_factory().read.parquet(spark_read_path(path)).toPandas()
+        df = engine_factory().read_table(path)
         return check_columns(df, kind, path, flag) if kind else df
-    p = _local(path)
+    p = local_path(path)
     if not p.exists():
         raise UsageError(f"{flag}: no such table: {path}")
     try:
@@ -62,9 +53,9 @@ def resolve_table(path: str | None, name: str) -> tuple[str | None, str | None]:
     """(table path, job directory) for ``--<name> PATH``: PATH is the job's --out dir or the table dir."""
     if path is None:
         return None, None
-    if _is_remote(path):
+    if is_remote(path):
         return path, None
-    p = _local(path)
+    p = local_path(path)
     if not p.exists():
         raise UsageError(f"--{name}: no such path {path}")
     if p.is_dir() and (p / name).exists():
@@ -75,9 +66,9 @@ def resolve_table(path: str | None, name: str) -> tuple[str | None, str | None]:
 
 def read_result(job_dir: str | None) -> dict | None:
     """A job's result.json, or None."""
-    if not job_dir or _is_remote(job_dir):
+    if not job_dir or is_remote(job_dir):
         return None
-    f = _local(job_dir) / "result.json"
+    f = local_path(job_dir) / "result.json"
     if not f.exists():
         return None
     _check_complete(job_dir)
@@ -98,11 +89,11 @@ def _check_complete(job_dir: str) -> None:
     from ..io import manifest
 
     try:
-        if manifest.read(str(_local(job_dir))) is None:
+        if manifest.read(str(local_path(job_dir))) is None:
             return
     except manifest.Malformed as exc:
         raise DataCheckFailed(f"{job_dir} is not one complete run: {exc}") from None
-    problems = manifest.verify(str(_local(job_dir)))
+    problems = manifest.verify(str(local_path(job_dir)))
     if problems:
         raise DataCheckFailed(f"{job_dir} is not one complete run ({len(problems)} problem(s)): "
                               + "; ".join(problems[:3]))
@@ -129,21 +120,21 @@ def quarantine_counts(quarantine_dir: str | Path) -> pd.DataFrame:
 
 def find_data_docs(validate_dir: str | None) -> str | None:
     """The Data Docs index.html under ``<validate out>/data_docs/`` (Great Expectations site), if any."""
-    if not validate_dir or _is_remote(validate_dir):
+    if not validate_dir or is_remote(validate_dir):
         return None
-    root = _local(validate_dir) / "data_docs"
+    root = local_path(validate_dir) / "data_docs"
     if not root.exists():
         return None
     candidates = sorted(root.rglob("index.html"), key=lambda p: (len(p.parts), str(p)))
     return str(candidates[0]) if candidates else None
 
 
-def read_history(root: str | Path, spark_factory: Callable | None = None, flag: str = "--history"
+def read_history(root: str | Path, engine_factory: Callable | None = None, flag: str = "--history"
                  ) -> pd.DataFrame | None:
     """Estimates of every daily run under ``root``: directories ``dt=DS`` (at any depth up to 3 below root)
     holding ``estimates/``; adds ``run_dt`` (DS) and ``dataset`` (the directory above dt=, e.g. the registry
     name of the daily DAG)."""
-    root = _local(str(root))
+    root = local_path(str(root))
     if not root.is_dir():
         raise UsageError(f"{flag}: no such directory {root}")
     frames = []
@@ -152,7 +143,7 @@ def read_history(root: str | Path, spark_factory: Callable | None = None, flag: 
         m = _DT_DIR.match(est.parent.name)
         if not m:
             continue
-        df = read_table(est, spark_factory, "estimates", flag)
+        df = read_table(est, engine_factory, "estimates", flag)
         if not len(df):
             continue
         df = df.assign(run_dt=m.group(1), dataset=est.parent.parent.name if est.parent.parent != root else "")
@@ -162,11 +153,12 @@ def read_history(root: str | Path, spark_factory: Callable | None = None, flag: 
     return pd.concat(frames, ignore_index=True)
 
 
-def read_by_day(path: str | os.PathLike, spark_factory: Callable | None = None) -> pd.DataFrame | None:
-    """A ``*_by_day`` table: its dt=DAY partitions, each read alone (a column that is null all day has no type
-    there, so the partitions do not share one schema), with column ``dt``."""
-    p = _local(str(path))
-    frames = [read_table(d, spark_factory, "estimates_by_day", "--estimates").assign(dt=d.name.split("=", 1)[1])
+def read_by_day(path: str | os.PathLike, engine_factory: Callable | None = None, kind: str = "estimates_by_day"
+                ) -> pd.DataFrame | None:
+    """A table partitioned by day (``*_by_day``, ``running``): its dt=DAY partitions, each read alone (a column that
+    is null all day has no type there, so the partitions do not share one schema), with column ``dt``."""
+    p = local_path(str(path))
+    frames = [read_table(d, engine_factory, kind, "--estimates").assign(dt=d.name.split("=", 1)[1])
               for d in sorted(p.glob("dt=*")) if d.is_dir()]
     frames = [f.astype({c: object for c in f.columns if f[c].isna().all()}) for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else None

@@ -69,10 +69,29 @@ def section_adc(inp: ReportInputs) -> str:
         parts.append("<p>Generator's true ADCs: " + ", ".join(
             f'<span data-name="true_adc" data-position="{i + 1}" data-value="{c!r}">C_{i + 1} = {c:.4g}</span>'
             for i, c in enumerate(true)) + "</p>")
+    parts.append(_adc_not_identified(adc))
     parts.append(html_table(adc.sort_values(["method", "position"]) if "method" in adc.columns else adc, "adc",
                             ["position", "method", "interval_kind", "coefficient", "std_error", "ci_low", "ci_high",
-                             "ads_used", "impressions_used", "dcg"]))
+                             "ads_used", "impressions_used", "dcg"],
+                            cell_text={"coefficient": text_when("not identified")}))
     return "".join(parts)
+
+
+def _adc_not_identified(adc: pd.DataFrame) -> str:
+    """The positions the ADC table could not identify, said in words with the table's reason (the plot leaves
+    them out and the table's cells say "not identified: <reason>"): one line per reason."""
+    if "identified" not in adc.columns:
+        return ""
+    missing = adc[~adc["identified"].fillna(True).astype(bool)]
+    if not len(missing):
+        return ""
+    items = []
+    for reason, g in missing.groupby(missing["reason"].fillna("no reason recorded").astype(str), sort=False):
+        positions = ", ".join(str(int(p)) for p in sorted(g["position"].unique()))
+        methods = ", ".join(dict.fromkeys(g["method"].astype(str))) if "method" in g.columns else ""
+        items.append(f'<li class="why" data-name="adc_not_identified">position(s) {_esc(positions)}'
+                     f'{" (" + _esc(methods) + ")" if methods else ""}: not identified: {_esc(reason)}</li>')
+    return '<ul class="honest">' + "".join(items) + "</ul>"
 
 
 def section_estimates(inp: ReportInputs) -> str:
@@ -129,8 +148,9 @@ def section_diagnostics(inp: ReportInputs) -> str:
     parts = [img(figures.alpha_figure(alpha), "alpha_k per slot"),
              html_table(alpha.rename(columns={"value": "alpha"}), "alpha"),
              img(figures.variance_reduction_figure(vr), "predicted vs realized variance reduction"),
-             "<p class=\"muted\">predicted = P'(2 P&#772; - P') K (M - H) (seed 002, eq. 41); realized = n "
-             "(SE<sub>PI</sub><sup>2</sup> - SE<sub>PI++</sub><sup>2</sup>) on this window.</p>",
+             "<p class=\"muted\">predicted (PI++ over PI) = P'(2 P&#772; - P') K (M - H) (seed 002, eq. 41); "
+             "realized = n (SE<sub>base</sub><sup>2</sup> - SE<sup>2</sup>) on this window, for each estimator "
+             "over the one it improves on.</p>",
              html_table(vr, "variance_reduction")]
     return "".join(parts)
 

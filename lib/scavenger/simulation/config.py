@@ -14,6 +14,7 @@ LAYOUTS = ("ranked", "slotted")
 LOGGING_MODES = ("uniform", "history", "contextual", "multi")
 TARGET_POLICIES = ("oracle", "most_clicked", "uniform_random", "oracle_mix")
 MULTI_BASES = ("uniform", "greedy_popular", "greedy_random")
+CLICK_MODELS = ("additive", "cascade")   # model.py: independent clicks C_k P(x, a_k), or the first click ends the scan
 MAX_EVENTS_PER_DAY = (1 << 32) - 1   # the row hash takes the index within a day as 32 bits (hashing.py)
 
 @dataclass
@@ -42,6 +43,8 @@ class GeneratorConfig:
     mix_weight: float = 0.8           # oracle_mix: probability of the oracle slate (else most_clicked)
     partial_slates: float = 0.0       # share of events logged as one slot only, at a uniform position (OBD-like)
     propensities: bool = True         # False: every logged propensity is null (propensity-free logs, seed 001)
+    click_model: str = "additive"     # additive: r_k ~ Bernoulli(C_k P(x, a_k)) independently; cascade: the user
+    #                                   stops at the first click, r_k = c_k prod_{j<k} (1 - c_j) (slotted only)
 
     def resolved(self) -> "GeneratorConfig":
         """Validate (UsageError with one clear line) and fill the defaults that depend on K."""
@@ -98,6 +101,13 @@ class GeneratorConfig:
             raise UsageError(f"partial slates must be a share in [0, 1]; got {self.partial_slates!r}") from None
         if not 0.0 <= partial <= 1.0:
             raise UsageError(f"partial slates must be a share in [0, 1]; got {self.partial_slates}")
+        if self.click_model not in CLICK_MODELS:
+            raise UsageError(f"click model must be one of {', '.join(CLICK_MODELS)}; got {self.click_model!r}")
+        if self.click_model == "cascade" and self.layout != "slotted":
+            # a uniform ranked slate draws without replacement: positions are dependent, and the cascade's value
+            # E[sum_k m_k prod_{j<k} (1 - m_j)] is then no product of per-position means (no exact truth)
+            raise UsageError("the cascade click model needs --layout slotted (independent pools per position give "
+                             "its exact truth)")
         return dataclasses.replace(self, n_positions=K, n_ads=n_ads, slot_sizes=slot_sizes, adc=adc,
                                    epsilon=eps, multi_weights=weights, start_date=start.isoformat(),
                                    n_contexts=int(self.n_contexts), days=int(self.days),

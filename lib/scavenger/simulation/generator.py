@@ -26,7 +26,6 @@ import pandas as pd
 
 from ..contract import DECISIONS, LOGS, load_contract
 from ..io import fs
-from ..progress import phase
 from . import generator_sql as S
 from . import truth as T
 from .config import LAYOUTS, LOGGING_MODES, MULTI_BASES, TARGET_POLICIES, GeneratorConfig  # noqa: F401
@@ -37,23 +36,17 @@ from .world import BasePolicy, World, base_value, build_world, history_exploit, 
 def engine_for(target, why: str = "generator"):
     """An engine from what the caller gave: an Engine (kept open), None or "duckdb" (DuckDB), "spark" (a Spark
     session from the environment), or a SparkSession (classic or Spark Connect)."""
-    from ..engines.base import Engine
+    from ..engines import Engine, open_engine
 
     if isinstance(target, Engine):
         yield target
         return
     if target is None or target == "duckdb":
-        from ..engines.duck import DuckDBEngine
-
-        engine = DuckDBEngine(f"{why}: DuckDB")
+        engine = open_engine("duckdb", f"{why}: DuckDB")
     elif target == "spark":
-        from ..engines import open_engine
-
         engine = open_engine("spark", f"{why}: Spark")
     else:
-        from ..engines.spark import SparkEngine
-
-        engine = SparkEngine(target, f"{why}: a SparkSession was given")
+        engine = open_engine("spark", f"{why}: a SparkSession was given", spark=target)
     try:
         yield engine
     finally:
@@ -94,16 +87,15 @@ def _timed(timings: dict | None, name: str):
 
 def _write_days(engine, world: World, first: int, n_days: int, dates: list, paths: dict, timings) -> None:
     """Logs and decisions of days first .. first + n_days - 1, each day's partition replaced at once."""
-    spark = getattr(engine, "spark", None)
     days = dates[first:first + n_days]
     span = f"{days[0]}..{days[-1]}"
     suffix = f"_{days[0].isoformat()}" if n_days == 1 else ""
     engine.view(S.WORLD, S.world_sql(world))
     engine.view(S.IDS, S.ids_sql(world, first, n_days))
     engine.view(S.EVENTS, S.events_sql(world))
-    with _timed(timings, "write_logs" + suffix), phase(spark, "generate", f"logs {span}"):
+    with _timed(timings, "write_logs" + suffix), engine.phase("generate", f"logs {span}"):
         engine.write(S.logs_sql(world), paths["logs"], days)
-    with _timed(timings, "write_decisions" + suffix), phase(spark, "generate", f"decisions {span}"):
+    with _timed(timings, "write_decisions" + suffix), engine.phase("generate", f"decisions {span}"):
         engine.write(S.decisions_sql(world), paths["decisions"], days)
 
 

@@ -176,6 +176,31 @@ def eps_greedy_value(P: np.ndarray, adc: np.ndarray, pools: Pools, exploit: np.n
     return (1.0 - eps) * slate_value(P, adc, exploit) + eps * uniform_value(P, adc, pools)
 
 
+def slate_marginals(P: np.ndarray, adc: np.ndarray, slate: np.ndarray) -> np.ndarray:
+    """m[c, k] = C_k P[c, a_k(c)]: the click probability of position k of a deterministic slate, if examined."""
+    slate = np.asarray(slate)
+    if slate.ndim == 1:
+        slate = np.broadcast_to(slate, (P.shape[0], slate.shape[0]))
+    rows = np.arange(P.shape[0])[:, None]
+    return P[rows, slate] * np.asarray(adc)[None, :slate.shape[1]]
+
+
+def uniform_marginals(P: np.ndarray, adc: np.ndarray, pools: Pools) -> np.ndarray:
+    """m[c, k] = C_k mean_{a in pool_k} P[c, a]: uniform independent slots (slotted layout)."""
+    return np.column_stack([adc[k] * P[:, int(pools.offsets[k]):int(pools.offsets[k] + pools.sizes[k])].mean(axis=1)
+                            for k in range(pools.n_positions)])
+
+
+def cascade_value(m: np.ndarray) -> np.ndarray:
+    """Cascade click model: the user examines positions 1..K in order, clicks at k with probability m_k (C_k P(x,
+    a_k)) and stops at the first click, so r_k = c_k prod_{j<k} (1 - c_j) and the slate's value is
+    v_c = sum_k m_k prod_{j<k} (1 - m_j) = 1 - prod_k (1 - m_k). Exact for a slate whose positions are drawn
+    independently given the context (a factorized policy) with m_k the expected C_k P at k."""
+    m = np.atleast_2d(np.asarray(m, dtype=float))
+    above = np.cumprod(np.column_stack([np.ones(m.shape[0]), 1.0 - m[:, :-1]]), axis=1)
+    return (m * above).sum(axis=1)
+
+
 def mixture_value(values: list[np.ndarray], weights) -> np.ndarray:
     """A per-event random choice among policies with fixed weights: v_c = sum_b w_b v_b(c)."""
     return sum(w * v for w, v in zip(weights, values))

@@ -108,7 +108,8 @@ class Sampling:
 
     def logged_slots(self) -> str:
         """Slots of the logged slate: propensity = (1 - eps) 1[a = e_k(x)] + eps / |pool_k| of the chosen base;
-        reward ~ Bernoulli(C_k P(x, a)) from the click draws."""
+        reward ~ Bernoulli(C_k P(x, a)) from the click draws (click model "cascade": the reward of the first click
+        only, r_k = c_k prod_{j<k} (1 - c_j), from the same draws)."""
         K, NA = self.K, self.NA
         eps = arr([b.epsilon for b in self.w.bases], "double")
         unif = arr([1.0 / float(d) for d in self.w.pools.sizes], "double")
@@ -119,6 +120,11 @@ class Sampling:
                       f"CAST(0 AS DOUBLE)) + {eps_c} * {at(unif, 'k')}")
         p = at("_w_p", f"_c * {NA} + {slate_k}")
         reward = f"IF({at('_u_click', 'k')} < {at(adc, 'k')} * {p}, CAST(1 AS DOUBLE), CAST(0 AS DOUBLE))"
+        if getattr(self.w.cfg, "click_model", "additive") == "cascade":
+            # the same click draws c_j; the user stops at the first: r_k = c_k only if no c_j, j < k
+            click_j = f"{at('_u_click', 'j')} < {at(adc, 'j')} * {at('_w_p', f'_c * {NA} + ' + at('_slate', 'j'))}"
+            reward = (f"IF(size(filter(sequence(0, k), j -> j < k AND {click_j})) = 0, {reward}, "
+                      f"CAST(0 AS DOUBLE))")
         return (f"transform(sequence(0, {K - 1}), k -> named_struct('position', k + 1, "
                 f"'ad_id', {at('_w_ad_names', slate_k)}, 'propensity', {propensity}, 'reward', {reward}))")
 

@@ -102,6 +102,12 @@ def ground_truth(world: World, counts: pd.DataFrame, dates: list, logging_per_da
         "notes": ("value = expected slate reward per event under the context distribution; realized_value = the "
                   "same expectation averaged over the generated events' contexts."),
     }
+    if getattr(cfg, "click_model", "additive") == "cascade":
+        truth["click_model"] = "cascade"
+        truth["notes"] += (" Cascade clicks: the user stops at the first click (r_k = c_k prod_{j<k} (1 - c_j), "
+                           "c_k ~ Bernoulli(C_k P(x, a_k))), so a policy's value per context is sum_k m_k prod_{j<k} "
+                           "(1 - m_j) with m_k = sum_a pi_k(a|x) C_k P(x, a), each position drawn independently; "
+                           "true_policy_value (additive) does not apply.")
     share = float(getattr(cfg, "partial_slates", 0.0))
     if share > 0:
         held = 1.0 - share + share / cfg.n_positions   # P(position k is held), the same for every k

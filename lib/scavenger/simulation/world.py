@@ -85,22 +85,45 @@ def build_world(cfg: GeneratorConfig) -> World:
     return world
 
 
+def _cascade(world: World) -> bool:
+    return getattr(world.cfg, "click_model", "additive") == "cascade"
+
+
 def base_value(world: World, base: BasePolicy) -> np.ndarray:
-    """Per-context expected slate reward of an epsilon-greedy base policy (model.eps_greedy_value)."""
-    return model.eps_greedy_value(world.P, world.adc, world.pools, base.exploit, base.epsilon)
+    """Per-context expected slate reward of an epsilon-greedy base policy (model.eps_greedy_value; cascade: the
+    coin picks the whole slate, so the value is eps V(uniform) + (1 - eps) V(exploit), each model.cascade_value)."""
+    if not _cascade(world):
+        return model.eps_greedy_value(world.P, world.adc, world.pools, base.exploit, base.epsilon)
+    uniform = model.cascade_value(model.uniform_marginals(world.P, world.adc, world.pools))
+    if base.exploit is None or base.epsilon >= 1.0:
+        return uniform
+    exploit = model.cascade_value(model.slate_marginals(world.P, world.adc, base.exploit))
+    return base.epsilon * uniform + (1.0 - base.epsilon) * exploit
 
 
 def target_values(world: World) -> dict[str, np.ndarray]:
-    """Per-context true value of every built-in target: v_c = sum_k sum_a pi_k(a|x=c) C_k P(c, a)."""
-    v_oracle = model.slate_value(world.P, world.adc, world.oracle)
-    v_mc = model.slate_value(world.P, world.adc, world.most_clicked)
+    """Per-context true value of every built-in target: v_c = sum_k sum_a pi_k(a|x=c) C_k P(c, a) (additive
+    clicks); under the cascade v_c = sum_k m_k prod_{j<k} (1 - m_j) with m_k = sum_a pi_k(a|x=c) C_k P(c, a), the
+    targets drawing each position independently (model.cascade_value)."""
     mix = float(world.cfg.mix_weight)
-    values = {
-        "oracle": v_oracle,
-        "most_clicked": v_mc,
-        "uniform_random": model.uniform_value(world.P, world.adc, world.pools),
-        "oracle_mix": mix * v_oracle + (1.0 - mix) * v_mc,
-    }
+    if _cascade(world):
+        m_oracle = model.slate_marginals(world.P, world.adc, world.oracle)
+        m_mc = model.slate_marginals(world.P, world.adc, world.most_clicked)
+        values = {
+            "oracle": model.cascade_value(m_oracle),
+            "most_clicked": model.cascade_value(m_mc),
+            "uniform_random": model.cascade_value(model.uniform_marginals(world.P, world.adc, world.pools)),
+            "oracle_mix": model.cascade_value(mix * m_oracle + (1.0 - mix) * m_mc),
+        }
+    else:
+        v_oracle = model.slate_value(world.P, world.adc, world.oracle)
+        v_mc = model.slate_value(world.P, world.adc, world.most_clicked)
+        values = {
+            "oracle": v_oracle,
+            "most_clicked": v_mc,
+            "uniform_random": model.uniform_value(world.P, world.adc, world.pools),
+            "oracle_mix": mix * v_oracle + (1.0 - mix) * v_mc,
+        }
     if world.best_base is not None:
         stacked = np.vstack(world.base_values)
         values["best_base"] = stacked[world.best_base, np.arange(stacked.shape[1])]

@@ -1,4 +1,5 @@
-"""Keys and merge rules of the statistics tables (pure pandas/numpy).
+"""The merge of the statistics tables over days by their declared keys and rules (statistics/declarations.py), and
+the driver-side splits of the statements that make several tables (pure pandas/numpy).
 
 Every value column is additive (a count or a sum) or a max/min. A window's statistics are ``merge`` of its days:
 group by the table's keys without ``dt`` and add; tables whose test pools within days (check d's strata, the
@@ -11,56 +12,29 @@ Slate moments of days with different K are padded as Y_k = 1 for the positions a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 
-@dataclass(frozen=True)
-class Table:
-    keys: tuple                    # without dt
-    maxes: tuple = ()              # max columns (a column ending in _min is a min)
-    per_day: bool = False          # dt stays a key when merging (the statistic is judged within a day)
-    big: bool = False              # as many rows as events: stored and reduced by the engine, never in pandas
+# The declared statistics tables by name (statistics/declarations.Table: keys, merge rules, ...), filled by
+# statistics/declarations.py, which the package imports before any of its modules is used
+TABLES: dict = {}
 
 
-TABLES: dict[str, Table] = {
-    "log_counts": Table((), ("min_propensity", "max_propensity", "min_reward", "max_reward", "min_slots",
-                             "max_slots", "k_max", "logging_policies"), per_day=True),
-    "decision_counts": Table((), ("min_probability", "max_probability", "max_sum_deviation", "policies"),
-                             per_day=True),
-    "log_summary": Table(("logging_policy",), ("k_max", "r_max", "r_min")),
-    "ad_position": Table(("logging_policy", "fold", "ad_id", "position"), ("min_p", "max_p", "stratum_min",
-                                                                           "stratum_max")),
-    # per day: check a tests independence within each day (a logger may change from day to day, seed 001
-    # Theorem 3), so that a context feature that changes with the day does not read as context dependence
-    "context_cells": Table(("logging_policy", "position", "feature", "value", "ad_id"), per_day=True),
-    "pair_strata": Table(("logging_policy", "stratum", "j", "k"), per_day=True),
-    "calibration_cells": Table(("logging_policy", "stratum", "position", "ad_id"), ("min_p", "max_p")),
-    "decision_policies": Table(("policy_id",)),
-    "policy_events": Table(("policy_id",), ("k_held",)),
-    "base_targets": Table(("policy_id", "base_policy")),
-    "slate_moments": Table(("policy_id", "logging_policy", "fold"), ("max_W",)),
-    "factored": Table(("policy_id", "ad_id", "pos_i", "pos_j")),
-    "factored_sq": Table(("policy_id", "ad_id", "pos_i", "pos_j", "pos_j2")),
-    "target_placements": Table(("policy_id", "logging_policy", "ad_id", "pos_j")),
-    "policy_ads": Table(("policy_id", "ad_id")),
-    "reorder_pairs": Table(("policy_id", "pos_i", "pos_j", "pos_k", "pos_j2")),
-    "slate_targets": Table(("policy_id", "held", "slate_key"), big=True),
-    "slate_covered": Table(("policy_id", "held", "slate_key"), big=True),
-    "event_ids": Table(("id_hash",), big=True),
-}
-SMALL = tuple(n for n, t in TABLES.items() if not t.big)
-BIG_COLUMNS = {"slate_targets": ("dt", "policy_id", "held", "slate_key", "n_target", "n_match", "s_r", "s_r2"),
-               "slate_covered": ("dt", "policy_id", "held", "slate_key", "t"),
-               "event_ids": ("dt", "id_hash")}
-_MAX_Y = re.compile(r"^max_Y_\d+$")
+def small_tables() -> tuple:
+    """The declared tables reduced in pandas (not big), in declaration order."""
+    return tuple(n for n, t in TABLES.items() if not t.big)
+
+
+def big_columns() -> dict:
+    """{big table: its stored columns}."""
+    return {n: t.columns for n, t in TABLES.items() if t.big}
 
 
 def _is_max(name: str, col: str) -> bool:
-    t = TABLES[name]
-    return col in t.maxes or (name == "slate_moments" and bool(_MAX_Y.match(col)))
+    """Whether table ``name`` merges column ``col`` as a max or a min (its declared rule), not as a sum."""
+    return TABLES[name].rule(col) in ("max", "min")
 
 
 def moments_k(df: pd.DataFrame) -> int:
@@ -77,6 +51,12 @@ def pad_moments(df: pd.DataFrame, K: int) -> pd.DataFrame:
     return extend_moments(df.reset_index(drop=True), {}, K, K0)
 
 
+def align_moments(frames: list, by_dt: bool = False) -> list:
+    """Slate-moment frames of days with different K as moments of the largest (:func:`pad_moments`)."""
+    K = max(moments_k(f) for f in frames)
+    return [pad_moments(f, K) for f in frames]
+
+
 _MOMENT_POSITIONS = re.compile(r"(?:s_(?:r2?)?Y|n_Y_pos|max_Y)_(\d+)|s_(?:r2?)?YY_(\d+)_(\d+)")   # columns of positions
 
 
@@ -91,8 +71,9 @@ def fit_moments(df: pd.DataFrame, K: int) -> pd.DataFrame:
 
 
 def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
-    """Sum the per-day frames of table ``name`` over dt (keep dt with ``by_dt`` or for per-day tables); max/min
-    columns take the max/min; nulls of sums (a sum over no rows) count 0."""
+    """Sum the per-day frames of table ``name`` over dt (keep dt with ``by_dt`` or for per-day tables); a column
+    its declaration merges otherwise (declarations.Table.merge: max, min, a function) so; nulls of sums (a sum over
+    no rows) count 0."""
     t = TABLES[name]
     keys = list(t.keys)
     if by_dt or t.per_day:
@@ -100,17 +81,15 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
     frames = [f for f in frames if f is not None and len(f)]
     if not frames:
         return pd.DataFrame(columns=keys)
-    if name == "slate_moments":
-        K = max(moments_k(f) for f in frames)
-        frames = [pad_moments(f, K) for f in frames]
-    if name == "policy_events" and not by_dt:
-        frames = partial_against_window(frames)
+    if t.align is not None:
+        frames = t.align(frames, by_dt)
     df = pd.concat(frames, ignore_index=True)
     values = [c for c in df.columns if c not in keys and c != "dt"]
     agg = {}
     for c in values:
-        if _is_max(name, c):
-            agg[c] = "min" if c.endswith("_min") or c.startswith("min_") else "max"
+        how = t.rule(c)
+        if how is not None:
+            agg[c] = how
         elif df[c].dtype == object and len(df) and isinstance(df[c].dropna().iloc[0] if df[c].notna().any()
                                                                else None, (list, np.ndarray)):
             agg[c] = _sum_arrays
@@ -232,7 +211,7 @@ def _sum_arrays(s: pd.Series):
 
 def merge_all(per_day: dict, dates: list, by_dt: bool = False) -> dict:
     """{table: merged frame} over ``dates`` of ``per_day`` ({dt: {table: frame}})."""
-    return merge_tables({name: [per_day.get(d, {}).get(name) for d in dates] for name in SMALL}, by_dt)
+    return merge_tables({name: [per_day.get(d, {}).get(name) for d in dates] for name in small_tables()}, by_dt)
 
 
 def merge_tables(frames: dict, by_dt: bool = False, stored: bool = False) -> dict:
@@ -241,7 +220,7 @@ def merge_tables(frames: dict, by_dt: bool = False, stored: bool = False) -> dic
     a key is only put side by side, and the window's merge puts the days scanned now beside it (a 31-day window's
     check-a cells, 180,000 rows, were checked for repeated keys and sorted in both merges)."""
     out = {}
-    for name in SMALL:
+    for name in small_tables():
         parts = [f for f in frames.get(name) or [] if f is not None and len(f)]
         if stored and TABLES[name].per_day and not by_dt:
             merged = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else [])

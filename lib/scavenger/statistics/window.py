@@ -21,9 +21,10 @@ import pandas as pd
 
 from ..progress import phase
 from .copies import IdScope, old_ids, read_ahead, stale_days
-from .scan import ADC_TABLES, StatsConfig, adcs_identifiable, scan_days
+from .scan import StatsConfig, adcs_identifiable, scan_days
 from .store import STORE_LAYOUT, Store, day_signature, fingerprint
-from .tables import BIG_COLUMNS, TABLES, fit_moments, merge_all, merge_tables, sorted_day
+from .lazy_tables import LazyTables, _Pending
+from .tables import TABLES, big_columns, fit_moments, merge, merge_all, merge_tables, small_tables, sorted_day
 
 
 @dataclass
@@ -42,11 +43,21 @@ class WindowStats:
     batches: int = 0             # passes this run made (batches of missing days)
     only_day: object = None
     absent: tuple = ()           # days of the window (--from..--to) the logs hold no row of: in its label, not in dates
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def memo(self, key, fn):
+        """A value derived from this window's tables (a group-by several estimators read), computed once: the
+        by-day windows and running/'s prefixes each run every estimator, which read the same derived frames."""
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
 
     def table(self, name: str) -> pd.DataFrame:
-        t = TABLES[name]
-        cols = (["dt"] if t.per_day else []) + list(t.keys)
-        return self.tables.get(name, pd.DataFrame(columns=cols))
+        got = self.tables.get(name)
+        if got is not None:
+            return got
+        t = TABLES[name]          # no such table: an empty one of its keys (built only then: ~1 ms a frame)
+        return pd.DataFrame(columns=(["dt"] if t.per_day else []) + list(t.keys))
 
     @property
     def window(self) -> str:
@@ -58,18 +69,46 @@ class WindowStats:
         return f"{min(days).isoformat()}..{max(days).isoformat()}"
 
     def day(self, d) -> "WindowStats":
-        """The statistics of day ``d`` alone (the same stored per-day tables; big relations filtered by dt)."""
-        tables = merge_all(self.per_day, [d])
+        """The statistics of day ``d`` alone (the same stored per-day tables; big relations filtered by dt), each
+        table merged when first read (:class:`LazyTables`)."""
+        raw = self.per_day.get(d, {})
         # the day's own K (the largest position of its clean rows), as a window of that day alone reads it: its ADC
         # vector, the direct approach's name and the slate moments are those of the day, whatever K the window has
         # or the batch it was scanned in had (Y_k = 1 at the positions beyond, which its rows do not hold)
-        K = _day_K(tables, self.K) or self.K
-        if len(tables.get("slate_moments", ())):
-            tables["slate_moments"] = fit_moments(tables["slate_moments"], K)
-        for name, df in self.tables.items():      # a table the day lacks (an empty day): no rows, the columns kept
-            tables.setdefault(name, df.iloc[0:0])
-        return WindowStats(tables=tables, per_day={d: self.per_day.get(d, {})}, dates=[d],
+        K = _day_K({"log_counts": merge("log_counts", [f for f in [raw.get("log_counts")] if f is not None
+                                                         and len(f)])}, self.K) or self.K
+        tables = self._lazy(lambda name: [raw.get(name)], [d], K)
+        return WindowStats(tables=tables, per_day={d: raw}, dates=[d],
                            big=self.big, K=K, engine=self.engine, only_day=d, Kw=self.Kw)
+
+    def prefix(self, d, before: "WindowStats | None" = None) -> "WindowStats":
+        """The statistics of the window's first day through ``d`` (a window of those days alone reads the same
+        stored per-day tables): ``before``, the prefix through the day before, merged with day ``d`` (one day added
+        per prefix, not every day again); big relations filtered to those days; each table merged when first read
+        (:class:`LazyTables`: a table no estimator reads is never merged)."""
+        days = [x for x in self.dates if x <= d]
+        if before is not None and before.dates == days[:-1] and days and days[-1] == d:
+            parts = lambda name: [before.tables.get(name), self.per_day.get(d, {}).get(name)]    # noqa: E731
+        else:
+            parts = lambda name: [self.per_day.get(x, {}).get(name) for x in days]              # noqa: E731
+        K = max([_day_K(self.per_day.get(x, {}), self.K) for x in days] or [self.K])
+        return WindowStats(tables=self._lazy(parts, days, K), per_day={x: self.per_day.get(x, {}) for x in days},
+                           dates=days, big=self.big, K=K, engine=self.engine, Kw=self.Kw)
+
+    def _lazy(self, parts, days: list, K: int) -> "LazyTables":
+        """The tables of a window of ``days`` as merge_all gives them (``parts(name)``: the frames to merge, in
+        order), slate moments fitted to K, a table of this window that those days lack as its empty frame."""
+        small = set(small_tables())
+
+        def make(name):
+            frames = [f for f in parts(name) if f is not None and len(f)] if name in small else []
+            merged = merge(name, frames) if frames else []
+            if not len(merged):
+                return self.tables[name].iloc[0:0]
+            return fit_moments(merged, K) if name == "slate_moments" else merged
+        held = {n for n in small if any(len(f) for x in days
+                                        if (f := self.per_day.get(x, {}).get(n)) is not None)}
+        return LazyTables({name: _Pending(make, name) for name in set(self.tables) | held})
 
     def big_where(self) -> str:
         """SQL filter of the big relations to this window's days (all of them, or the one day)."""
@@ -100,7 +139,7 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
     policies), part of the decisions fingerprint; ``first_look``: days an earlier look of this run scanned (a
     second look reads them from the store, but this run read their rows: they count as scanned)."""
     has_dec = decisions is not None or bool(derived)
-    wanted = plan.tables(has_dec, bool(config.fixed_calibration_key))
+    wanted = plan.tables(has_dec, config)
     cfg_fp = config.to_dict()
     logs_fp = {d: fingerprint({"logs": day_signature(logs, d), "config": cfg_fp, "layout": STORE_LAYOUT})
                for d in dates}
@@ -141,7 +180,7 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
                                  decisions_key, batch_days, derived, (*first_look, *missing))
     per_day.update(stored_days)
     if store and loaded:
-        for name, cols in BIG_COLUMNS.items():
+        for name in big_columns():
             files = store.big_files(name, loaded)
             if files:
                 rel = f"scv_stored_{name}"
@@ -150,13 +189,13 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
     big = {}
     for name, parts in big_parts.items():
         if parts:
-            cols = ", ".join(BIG_COLUMNS[name])
+            cols = ", ".join(big_columns()[name])
             big[name] = f"scv_w_{name}"
             engine.view(big[name], " UNION ALL ".join(f"SELECT {cols} FROM {p}" for p in parts))
     # the window = the stored days (merged above) + the scanned ones: every value is a sum, min or max over days
     merged = merge_all({_STORED: stored_merged, **{d: per_day[d] for d in missing}}, [_STORED, *missing]) \
         if loaded else merge_all(per_day, dates)
-    if plan.adc_tables == "identifiable" and _adc_tables_left_out(per_day) and \
+    if plan.adc_tables == "identifiable" and _adc_tables_left_out(per_day, plan) and \
             adcs_identifiable(merged.get("ad_position", pd.DataFrame(columns=["ad_id", "position", "m"])), K):
         # some days' ads alone could not identify the ADCs, so their ADC-based tables were not made, but the
         # window's can: every day again with them (stored days that hold them are reused)
@@ -173,9 +212,11 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
 _STORED = "stored days"
 
 
-def _adc_tables_left_out(per_day: dict) -> bool:
-    """Some day has decision tables but not the ADC-based ones (ScanPlan.adc_tables = "identifiable")."""
-    return any("policy_events" in t and not set(ADC_TABLES) <= set(t) for t in per_day.values())
+def _adc_tables_left_out(per_day: dict, plan) -> bool:
+    """Some day has decision tables but not the ADC-based ones the plan makes where the ADCs are identified
+    (ScanPlan.adc_tables = "identifiable")."""
+    adc = plan.adc_names()
+    return any("policy_events" in t and not adc <= set(t) for t in per_day.values())
 
 
 def _load_merged(store: Store, manifests: dict) -> tuple:
@@ -191,7 +232,7 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
     returned as parts. Returns (K, Kw, batches, {big table: [relations]})."""
     logs_fp, dec_fp = fps
     stored = set(scope.id_days)
-    big_parts: dict = {name: [] for name in BIG_COLUMNS}
+    big_parts: dict = {name: [] for name in big_columns()}
     K = max([int(m.get("K", 0)) for m in manifests.values()] or [0])
     Kw = 0
     if batch_days is None:
@@ -316,7 +357,7 @@ def _store_batch(engine, store: Store, batch, per_day, res, logs_fp, dec_fp, run
         store.drop_legacy_ids(d)
         store.write_small(d, per_day[d])
     for name, rel in res.big.items():
-        engine.write(f"SELECT {', '.join(BIG_COLUMNS[name])} FROM {rel}", store.big_root(name), batch)
+        engine.write(f"SELECT {', '.join(big_columns()[name])} FROM {rel}", store.big_root(name), batch)
     for d in batch:
         present = set(per_day[d]) | set(res.big)
         extra = {"K": _day_K(per_day[d], res.K), "run_id": run_id, "bundle": True}

@@ -222,19 +222,32 @@ WHERE s.ad_id IS NOT NULL
 GROUP BY dt, policy_id, s.ad_id"""
 
 
+def held_at(pos: str, Kw: int) -> str:
+    """Whether the flat row holds position ``pos`` (an integer expression): a wide column a_k, or an extra slot."""
+    extra = f"coalesce(size(filter(xs, z -> z.position = {pos})) > 0, false)"
+    if not Kw:
+        return extra
+    whens = " ".join(f"WHEN {k} THEN a_{k} IS NOT NULL" for k in range(1, Kw + 1))
+    return f"CASE {pos} {whens} ELSE {extra} END"
+
+
 def factored(Kw: int) -> str:
     """(dt, policy_id, ad_id, pos_i, pos_j, pos_j2) over logged slots (ad a at position i) with a known nonzero
     reward (a null one is unknown: left out, as policy_ads' m_r leaves it out of T_a), in long form: for each
-    entry of the decision showing the slot's ad (q = its probability > 0 at position j),
+    entry of the decision showing the slot's ad at a position j THE ROW HOLDS (q = its probability > 0 at j),
     pos_j2 = 0: s_1 = sum r q_j, s_2 = sum r^2 q_j; for each pair of such entries (j, j2): s_2 = sum r^2 q_j q_j2.
+    Only held positions: the estimate is the target's value per logged event, over the positions the event holds
+    (a one-slot row of the Open Bandit Dataset values the target's ad at that slot, as IPS does, not its whole
+    slate); full slates hold every position, so nothing changes for them.
     Split on the driver into the ``factored`` and ``factored_sq`` tables (seed 001 section 4.2): the rows grow
     with the entries that show the ad, not with K."""
     from .logs import held_slots
 
     ks = range(1, Kw + 1)
-    cand = ", ".join(f"named_struct('j', {k}, 'q', CASE WHEN d_a_{k} = s.ad_id THEN d_p_{k} END)" for k in ks)
+    cand = ", ".join(f"named_struct('j', {k}, 'q', CASE WHEN d_a_{k} = s.ad_id AND a_{k} IS NOT NULL THEN d_p_{k} END)"
+                     for k in ks)
     simple = f"filter(array({cand}), e -> e.q > 0)" if Kw else "CAST(NULL AS ARRAY<STRUCT<j: INT, q: DOUBLE>>)"
-    listed = ("transform(filter(dslots, x -> x.ad_id = s.ad_id AND x.probability > 0), "
+    listed = (f"transform(filter(dslots, x -> x.ad_id = s.ad_id AND x.probability > 0 AND {held_at('x.position', Kw)}), "
               "x -> named_struct('j', x.position, 'q', x.probability))")
     singles = "transform(qs, u -> named_struct('j', u.j, 'j2', 0, 'v', u.q))"
     pairs = "flatten(transform(qs, u -> transform(qs, o -> named_struct('j', u.j, 'j2', o.j, 'v', u.q * o.q))))"
@@ -246,7 +259,7 @@ FROM (
   FROM (
     SELECT dt, policy_id, s.ad_id AS ad_id, s.position AS pos_i, s.reward AS rew,
       CASE WHEN simple THEN {simple} ELSE {listed} END AS qs
-    FROM (SELECT dt, policy_id, simple, dslots{"".join(f", d_a_{k}, d_p_{k}" for k in ks)},
+    FROM (SELECT dt, policy_id, simple, dslots, xs{"".join(f", a_{k}, d_a_{k}, d_p_{k}" for k in ks)},
             explode({held_slots(Kw)}) AS s
           FROM scv_joined WHERE clean AND ({clicked})) x
     WHERE s.ad_id IS NOT NULL AND s.reward IS NOT NULL AND s.reward <> 0D

@@ -89,10 +89,7 @@ def sorted_entries(array: str) -> str:
             f"ELSE sort_array({array}) END")
 
 
-REWARD_TABLES = ("factored", "policy_ads", "reorder_pairs")   # the decision tables that read the slot rewards w_k
-
-
-def joined(cfg: RuleConfig, K: int, Kw: int, rewards: bool = True) -> str:
+def joined(cfg: RuleConfig, K: int, Kw: int, rewards: bool = True, ids: bool = False) -> str:
     """scv_joined: every decision row of the day, its rule flags, its event's clean flat columns (left join on
     (event_id, dt): the one join), DUPLICATE_DECISION (rows after the first read of a (policy_id, event_id); all of
     them with quarantine_all) from the repeated keys (scv_dup_dec) joined back, and ``det`` (deterministic: one ad of
@@ -109,8 +106,10 @@ def joined(cfg: RuleConfig, K: int, Kw: int, rewards: bool = True) -> str:
     carries scalars and not the list (DuckDB, 4M decisions: 2.3 -> 2.0 s); other shapes are sorted by position and
     keep the list ``dslots``, as does every quarantined row (a simple one's rebuilt from its columns).
 
-    The slot rewards w_k travel only when ``rewards`` (a table of REWARD_TABLES is made: the ADC-based ones and
-    reorder_pairs); the other tables read the slate reward r (DuckDB, 4M decisions: 2.05 -> 1.92 s without them)."""
+    The slot rewards w_k travel only when ``rewards`` (a table declared ``slot_rewards`` is made,
+    statistics/declarations.py: the ADC-based ones and reorder_pairs); the other tables read the slate reward r
+    (DuckDB, 4M decisions: 2.05 -> 1.92 s without them). A clean row's event id travels only with ``ids`` (a table
+    declared ``event_ids``: pair_moments, which joins two policies' rows of an event)."""
     ks = range(1, Kw + 1)
     ev_cols = ["logging_policy", "fold", "r", "miss", "n_slots", "xs"]
     ev_cols += [f"{c}_{k}" for k in ks for c in (("a", "mu", "w") if rewards else ("a", "mu"))]
@@ -129,7 +128,8 @@ def joined(cfg: RuleConfig, K: int, Kw: int, rewards: bool = True) -> str:
     keyed = [*DECISION_KEYED, "PROBABILITY_SUM"]    # decided by the join and the sums, not by reason_mask's rules
     # event_id only where the quarantine needs it: the tables read the clean rows by their columns alone; the row
     # rules as one integer (checks.rules.reason_mask), read back as flags by what reads them (:func:`flagged`)
-    keep = ["policy_id", "CASE WHEN clean THEN NULL ELSE event_id END AS event_id", "dt", "base_policy", "simple",
+    keep = ["policy_id", "event_id" if ids else "CASE WHEN clean THEN NULL ELSE event_id END AS event_id", "dt",
+            "base_policy", "simple",
             "sum_dev", "reasons", *map(flag, keyed), *ev_cols]
     out = keep + ["clean", "det",
                   f"CASE WHEN simple THEN CASE WHEN clean THEN NULL ELSE {as_read} END ELSE dslots END AS dslots"]

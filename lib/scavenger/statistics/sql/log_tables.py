@@ -81,7 +81,7 @@ def ad_position(Kw: int, bootstrap: int = 0, seed: int = 0, stratum: str = "cont
     impression (4M events over 100 contexts: 7.6-8.7 s in one aggregation, 2.8-4.6 s in two; DuckDB 0.6 s either
     way). With nearly one value per event the first step does not shrink the rows (Spark: 7.3-10.2 s in one
     aggregation, 17.2-21.3 s in two), so the scan sums per value only when the values are few
-    (:func:`stratum_count`, scan.BY_VALUE_EVENTS)."""
+    (:func:`stratum_count`, declarations.BY_VALUE_EVENTS)."""
     from .logs import held_slots
 
     src = "scv_flat"

@@ -1,0 +1,172 @@
+"""The ADC vector the factored and re-ordering estimates of a run use (seed 001 section 4): the attention-decay
+coefficients with their identification, estimated from the window's own logs or read from a stored ADC table
+(``--adc``), with what the variance needs (the estimated ADC's linearisation, estimators/propagate.py)."""
+from __future__ import annotations
+
+import math
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass
+class AdcContext:
+    """The ADC vector the factored and re-ordering estimates of a run use (:func:`resolve_adc`)."""
+
+    options: object
+    adc_table: pd.DataFrame | None = None
+    C: np.ndarray | None = None
+    C_se: np.ndarray | None = None
+    adc_influence: pd.DataFrame | None = None   # the estimated ADC's linearisation (estimators/propagate.influence)
+    adc_source: str | None = None
+    adc_reason: str | None = None
+
+
+def adc_identification(ad_position: pd.DataFrame) -> dict:
+    """{position: reason} for the positions i > 1 whose ADC the data cannot identify: no ad was shown at both
+    position 1 and position i (in slotted logs each ad is shown at one position only, so any ratio compares
+    different ads)."""
+    from .attention_decay import rewarded
+
+    if not len(ad_position):
+        return {}
+    m = rewarded(ad_position).groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
+    shown = ad_position.groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
+    out = {}
+    if 1 not in m.columns:
+        return {int(p): "no ad was shown at position 1, the reference of every ADC" for p in m.columns}
+    for p in range(2, int(max(m.columns)) + 1):
+        if p not in m.columns:
+            out[p] = f"not identifiable: no impressions at position {p} in the window"
+            continue
+        both = int(((m[1] > 0) & (m[p] > 0)).sum())
+        if both == 0:
+            shared = int(((m > 0).sum(axis=1) > 1).sum())
+            out[int(p)] = ("ADCs are not identifiable: no ad was shown at more than one position"
+                           if shared == 0 else f"not identifiable: no ad was shown at both position 1 and {p}")
+            if shared == 0 and int(((shown > 0).sum(axis=1) > 1).sum()):
+                # the ads did move between positions, but no slot reward of theirs is known (slate rewards only)
+                out[int(p)] = ("ADCs are not identifiable: no slot reward is known where an ad was shown at more "
+                               "than one position (rows with a slate_reward and null slot rewards); the ADCs "
+                               "need per-slot rewards")
+    return out
+
+
+def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float) -> pd.DataFrame:
+    """The ADC table with identification: rows the data cannot identify carry NaN and the reason; an identified row
+    without an interval (width 0: no variation in its rewards) the reason for that."""
+    from . import attention_decay as A
+
+    ap = stats.table("ad_position")
+    table = A.adc_table(ap, methods, level, dcg_base, smoothing)
+    reasons = adc_identification(ap)
+    table["identified"] = [int(p) not in reasons for p in table["position"]]
+    table["reason"] = [reasons.get(int(p)) for p in table["position"]]
+    # a ratio whose position-1 rewards among the ads it uses (naive: all) sum to 0 or less has no value either: no
+    # clicks there, or rewards that may be negative (a revenue of -1) summing to a denominator <= 0
+    undefined = table["identified"] & ~np.isfinite(table["coefficient"].astype(float))
+    table.loc[undefined, "identified"] = False
+    table.loc[undefined, "reason"] = [f"not identifiable: the rewards at position 1 of the ads shown at both "
+                                      f"position 1 and {int(p)} sum to 0 or less (no clicks there), so the ratio "
+                                      f"C_{int(p)} has no positive denominator"
+                                      for p in table.loc[undefined, "position"]]
+    bad = ~table["identified"]
+    for c in ("coefficient", "std_error", "ci_low", "ci_high"):
+        table.loc[bad, c] = math.nan
+    # an identified C_i whose interval would have width 0 has none (estimators/attention_decay._interval): say why
+    flat = table["identified"] & (table["position"] > 1) & (table["std_error"] == 0) & table["ci_low"].isna()
+    table.loc[flat, "reason"] = [
+        f"no interval: the rewards at position {int(p)} (and at 1, which the ratio weighs by C_{int(p)}) show no "
+        f"variation among the ads used (all 0 or all 1, e.g. no click at position {int(p)}), so the variance is 0 "
+        f"and an interval of width 0 would claim certainty; more impressions (clicks) at position {int(p)} give one"
+        for p in table.loc[flat, "position"]]
+    if "note" not in table.columns:
+        table["note"] = None
+    ranked = A.ranker_positions(ap)
+    if ranked:   # confounded: its delta interval would not hold its level there, so none is given
+        naive = (table["method"] == "naive") & table["position"].isin(ranked)
+        table.loc[naive, ["ci_low", "ci_high"]] = math.nan
+        table.loc[naive, "interval_kind"] = "none"
+        table.loc[table["method"] == "naive", "note"] = (
+            f"confounded at position(s) {','.join(map(str, ranked))}: the logger (a ranker) placed other ads there "
+            f"than at position 1 (their logged propensities differ), so the naive ratio compares different ads and "
+            f"has no interval; use an alpha-weighted method")
+    table.loc[(table["method"] == "variance_optimal") & ("fold" in ap.columns), "note"] = \
+        "cross-fitted: each fold's weights use the other fold's click variances"
+    unknown = A.unknown_rewards(ap)
+    if unknown:   # said on every row: the CTRs of every method divide by the impressions with a known reward
+        left = f"{unknown} slot impression(s) with a null reward (the row has a slate_reward) left out"
+        table["note"] = [left if not isinstance(n, str) else f"{n}; {left}" for n in table["note"]]
+    return table
+
+
+def resolve_adc(stats, ctx: AdcContext) -> None:
+    """The ADC vector C_1..C_K factored and reorder use: estimated from the window, or a stored ADC table."""
+    from . import attention_decay as A
+    from . import propagate as P
+
+    opts = ctx.options
+    if opts.adc in (None, "", "estimate"):
+        ctx.adc_table = adc_rows(stats, A.METHODS, opts.level, opts.dcg_base, A.SMOOTHING)
+        ctx.adc_source = "estimated"
+    else:
+        ctx.adc_table = read_adc_table(opts.adc)
+        ctx.adc_source = str(opts.adc)
+    sub = ctx.adc_table[(ctx.adc_table["method"] == opts.adc_method)]
+    if "interval_kind" in sub.columns:
+        sub = sub[sub["interval_kind"].isin(["delta", "crossfit", "none",
+                                             sub["interval_kind"].iloc[0] if len(sub) else ""])]
+    # a stored table may cover more positions than the logs show (a target placing ads beyond them: factored, which
+    # says which it lacks); the logged positions 1..K must all have a positive coefficient
+    K = max(stats.K, 1)
+    K_all = max(K, int(np.nan_to_num(pd.to_numeric(sub["position"], errors="coerce").max())) if len(sub) else K)
+    C = A.adc_vector(sub, opts.adc_method, K_all) if len(sub) else np.full(K, np.nan)
+    C[K:][~(C[K:] > 0)] = np.nan
+    if not np.all(np.isfinite(C[:K])) or np.any(C[:K] <= 0):
+        reasons = sub[sub.get("identified", True) == False]["reason"].dropna().unique().tolist() \
+            if "identified" in sub.columns else []  # noqa: E712
+        ctx.adc_reason = (reasons[0] if reasons else f"the ADC vector has missing or non-positive coefficients "
+                                                      f"{np.round(C[:K], 4).tolist()}") + \
+            "; pass --adc with an ADC table estimated from ranked logs"
+        ctx.C = None
+        return
+    ctx.C = C
+    se = sub.drop_duplicates("position").sort_values("position")["std_error"].to_numpy(float) \
+        if "std_error" in sub.columns else None
+    ctx.C_se = se if se is not None and len(se) == len(C) else None
+    if ctx.adc_source == "estimated":   # same impressions: the joint delta method (estimators/propagate.py)
+        ctx.adc_influence = P.influence(stats.table("ad_position"), opts.adc_method, A.SMOOTHING)
+
+
+def read_adc_table(path: str) -> pd.DataFrame:
+    from ..errors import UsageError
+    from ..io import fs
+
+    if not fs.exists(path):
+        raise UsageError(f"--adc: no such ADC table {path}")
+    p = fs.join(path, "adc") if fs.isdir(fs.join(path, "adc")) else path
+    try:
+        table = pd.read_csv(fs.local_path(p)) if str(p).endswith(".csv") else fs.read_parquet(p)
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"--adc: cannot read {path}: {str(exc).splitlines()[0]}") from None
+    missing = {"position", "method", "coefficient"} - set(table.columns)
+    if missing:
+        raise UsageError(f"--adc: table {path} lacks column(s) {sorted(missing)}")
+    from .adc_table import check_adc_table
+
+    check_adc_table(table, path)            # values: positions, coefficients, duplicates (exit 2 naming them)
+    return table
+
+
+def adc_context(stats, options) -> AdcContext:
+    """The run's ADC (cached per window or day; the table used goes to ``options.side["adc"]``)."""
+    def resolve():
+        ctx = AdcContext(options=options)
+        resolve_adc(stats, ctx)
+        return ctx
+
+    ctx = options.cached("adc", resolve)
+    options.side["adc"] = ctx.adc_table
+    return ctx
