@@ -331,8 +331,10 @@ def test_evaluate_dag_reproduces_the_daily_estimates(dag_runs):
     assert len(evaluate["adhoc"]) == 1
     assert _result(evaluate["adhoc"][0])["inputs"]["adc"] == str(daily["jobs"]["adc"])
     tables = daily["snap"][1]["evaluate"]
-    assert set(tables) - set(evaluate["tables"][0]) == {"estimates_by_day"}     # the daily job runs with --by-day
-    _assert_same_tables({k: v for k, v in tables.items() if k != "estimates_by_day"}, evaluate["tables"][0])
+    # the daily job runs with --by-day: its per-day estimates and the running confidence sequences beside them
+    assert set(tables) - set(evaluate["tables"][0]) == {"estimates_by_day", "running"}
+    rest = {k: v for k, v in tables.items() if k not in ("estimates_by_day", "running")}
+    _assert_same_tables(rest, evaluate["tables"][0])
 
 
 def test_evaluate_dag_refuses_a_bad_param_before_running(dag_runs):

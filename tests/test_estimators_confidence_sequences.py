@@ -154,7 +154,7 @@ def test_coverage_fast():
 
 @pytest.mark.slow
 def test_coverage_over_many_sequences():
-    n = 150
+    n = 80
     misses = _misses(sequences=n, per_day=1500, sizes=(3, 20, 60), seed=1)
     worst = binom.ppf(0.999, n, 0.05)
     assert max(misses.values()) <= worst, misses

@@ -194,6 +194,6 @@ def test_coverage_fast():
 
 @pytest.mark.slow
 def test_coverage_over_many_sequences():
-    n = 100
-    misses = _misses(sequences=n, per_day=1500, days=20, sizes=(3, 5, 8), seed=1)
+    n = 50
+    misses = _misses(sequences=n, per_day=1000, days=15, sizes=(3, 5, 8), seed=1)
     assert max(misses.values()) <= binom.ppf(0.999, n, 0.05), misses

@@ -58,7 +58,7 @@ def main_row(rows: pd.DataFrame) -> pd.Series:
         own = rows[(rows.index == "none") & rows["reason"].str.contains("outside its interval", na=False)]
         assert len(own) == 1, list(rows.index)
         return own.iloc[0]
-    assert len(kinds) == 1 and kinds[0] in ("clt", "el"), list(rows.index)
+    assert len(kinds) == 1 and kinds[0] in ("clt", "el", "el+"), list(rows.index)
     return rows.loc[kinds[0]]
 
 

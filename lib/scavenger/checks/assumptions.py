@@ -1,4 +1,4 @@
-"""Assumption checks 3a-3e of issue 5 and f of issue 58: pure numpy/scipy functions of the window's merged
+"""Assumption checks a-f (docs/checks.md): pure numpy/scipy functions of the window's merged
 statistics (the small tables checks/judge.py builds from them) that return (check, scope, statistic, threshold,
 verdict, message) rows.
 

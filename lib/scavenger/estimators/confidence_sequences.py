@@ -1,4 +1,4 @@
-"""Anytime-valid confidence sequences from per-day sums (issue 59): a band [cs_low, cs_high] at ``level`` that holds
+"""Anytime-valid confidence sequences from per-day sums: a band [cs_low, cs_high] at ``level`` that holds
 the estimand on every day one looks, simultaneously, computed from the same additive per-day tables as the
 estimates (no event order, no raw rows, no second scan).
 

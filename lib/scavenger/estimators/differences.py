@@ -1,4 +1,4 @@
-"""Paired differences of the IPS/PI family against a baseline on the same logged events (issue 59): the target's
+"""Paired differences of the IPS/PI family against a baseline on the same logged events: the target's
 estimate minus the baseline's, with the interval of the paired per-event variance and its confidence sequence.
 
 Against ``logging`` (what the logs themselves earned): per event d = x - r, x the estimator's term (r W for IPS,

@@ -26,10 +26,11 @@ about half the range: so fewer than 5 is "not identified", with the count.
 The PI family (``design_t_interval``): each estimator its own interval, value -/+ t std_error with the design's
 effective sample size n / (1 + sum_k (1/min mu_k - 1)) - 1 degrees of freedom. Stated minimum: that effective sample
 size >= MIN_EFFECTIVE_EVENTS = 16 (``design_ess``; a property of the logger, not of the events drawn, so the rule
-selects no lucky days): on 3/20/60 slots, 2,000 events a day (24.7) get one, 300 (3.7) do not. The empirical
-likelihood with the K moments E[Y_k] = 1 (``el_cv_interval``, kept for the tests of its closed form) gave the four
-one shared interval (under those moments every control variate has mean 0), 1.7-2x as wide, which did not always
-hold their estimates.
+selects no lucky days): on 3/20/60 slots, 2,000 events a day (24.7) get one, 300 (3.7) do not. Where fewer than
+MIN_REWARD_TERMS = 10 events carry the estimate (sparse clicks: a week of OBD-shaped logs whose matching events
+hold no click or one or two), a standard error is no guide and the four take the empirical likelihood with the K
+moments E[Y_k] = 1 (``el_cv_interval``: one shared interval, every control variate having mean 0 under those
+moments), widened to hold each estimate; elsewhere that interval is 1.7-2x as wide as the t interval.
 
 Rules. No interval of width 0 for an estimated quantity (``clt_or_none`` for the CLT intervals: factored,
 re-ordering, the pipeline's default for an estimator that gives a standard error). No interval where the weights
@@ -58,6 +59,7 @@ from .slate_basis import nonfinite_sums
 
 MIN_MATCHING = 5
 MIN_EFFECTIVE_EVENTS = 16.0
+MIN_REWARD_TERMS = 10.0
 
 
 def design_ess(n: float, ymax) -> float:
@@ -164,7 +166,8 @@ def design_t_interval(est, m, wmax: float, ymax, rmin: float, rmax: float, level
     coverage, this interval 0.920-0.968 at 1.0-1.08 x 3.92 daily standard deviations; the empirical-likelihood
     interval with E[Y_k] = 1 (the last release's) 0.97 at up to 2x the width, shared by the four estimators and
     not always holding their estimates. Variance-reducing estimators (PI++, pi_beta) are narrower than PI exactly
-    as their standard errors are. n_eff < MIN_EFFECTIVE_EVENTS: no interval."""
+    as their standard errors are. n_eff < MIN_EFFECTIVE_EVENTS: no interval. Fewer than MIN_REWARD_TERMS events
+    carrying the estimate (``reward_carrying_events``): the empirical likelihood instead (``el``/``el+``)."""
     if m.n < 2:
         return math.nan, math.nan, "none", "fewer than two events with every propensity"
     ess = design_ess(m.n, ymax)
@@ -173,6 +176,9 @@ def design_t_interval(est, m, wmax: float, ymax, rmin: float, rmax: float, level
                                             f"< {MIN_EFFECTIVE_EVENTS:g}: too few events for the logger's "
                                             f"largest weights to give an interval of useful width")
     value, se = float(est.value), float(est.std_error)
+    carrying = reward_carrying_events(m)
+    if carrying < MIN_REWARD_TERMS:
+        return _sparse_reward_interval(value, m, ymax, rmin, rmax, level)
     if not (math.isfinite(value) and math.isfinite(se)):
         return math.nan, math.nan, "none", "no finite standard error (the weights' sums overflow or too few events)"
     if se <= 0:
@@ -180,6 +186,38 @@ def design_t_interval(est, m, wmax: float, ymax, rmin: float, rmax: float, level
                                             "from (an interval of width 0 would claim certainty)")
     q = float(t_ppf(0.5 + level / 2.0, ess - 1.0))
     return value - q * se, value + q * se, "t", None
+
+
+def reward_carrying_events(m) -> float:
+    """(sum_t r_t G_t)^2 / sum_t (r_t G_t)^2, G = 1 - K + sum_k Y_k: the effective number of events that carry
+    PI's estimate (Kish's count of its per-event terms; the rewarded events that match the target where clicks are
+    rare). +inf where the moments are not at hand (a paired difference's terms)."""
+    if not hasattr(m, "s_r2YY"):
+        return math.inf
+    from .slate_basis import _basis, _rg_coef
+
+    mvec, S = _basis(m)
+    c = _rg_coef(m.K)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total, square = float(c @ mvec), float(c @ S @ c)
+    if not (math.isfinite(total) and math.isfinite(square)):
+        return math.inf             # overflow: the t interval's own checks give the reason
+    return total * total / square if square > 0 else 0.0
+
+
+def _sparse_reward_interval(value: float, m, ymax, rmin: float, rmax: float, level: float):
+    """Fewer than MIN_REWARD_TERMS events carry the estimate (a sparse-click week whose matching events hold no
+    click, or one or two): a standard error from so few terms is no guide (PI's is 0 with no click; PI++'s control
+    variates still vary and give a narrow interval around 0 that misses). The empirical likelihood of E[r G] under
+    E[Y_k] = 1 (``el_cv_interval``, shared by the four: under those moments every control variate has mean 0),
+    widened to hold the estimate, covers there (benchmarks/README.md, OBD-shaped weeks)."""
+    from .slate_basis import _rg_coef
+
+    try:
+        lo, hi = _el_cv_interval(m, _rg_coef(m.K), ymax, rmin, rmax, level)
+    except _Overflow:
+        return math.nan, math.nan, "none", overflow_interval_reason(m, ymax=ymax)
+    return holding(value, *_checked_ends(lo, hi))
 
 
 def _checked_ends(lo: float, hi: float):

@@ -1,4 +1,4 @@
-"""Target minus another target b of the decisions on the events both decide (issue 59), from the pair moments
+"""Target minus another target b of the decisions on the events both decide, from the pair moments
 (statistics/sql/pairs_tables.py: sums of r^p v_i v_j, v = (1, Da, Db, Wa, Wb), D_k = Y_k - 1).
 
 Per event d = x_a - x_b, each policy's term at its own estimator's weights (estimators/differences.py

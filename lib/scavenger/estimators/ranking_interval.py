@@ -1,4 +1,4 @@
-"""The ranking family's interval (issue 58): empirical likelihood (Cressie-Read lambda = -2, as
+"""The ranking family's interval: empirical likelihood (Cressie-Read lambda = -2, as
 estimators/intervals.py) for the mean of a per-event term t under the design's moments E_mu[V_j] = 1, from additive
 sums, with phantom points that stand for the large weights a day has not shown; one per position, summed.
 

@@ -1,4 +1,4 @@
-"""The ranking family's confidence sequences (issue 59; the construction and its validity argument are those of
+"""The ranking family's confidence sequences (the construction and its validity argument are those of
 estimators/confidence_sequences.py): IIPS, RIPS and Cascade-DR are plain means over the decided events of a
 per-event term with a known range, whose per-(day, fold) sums n, sum x, sum x^2 the ranking tables already hold
 (k = 0 rows: s_ti, s_ti2 / s_tr, s_tr2 of ranking_sums; s_d, s_d2 of ranking_dr).

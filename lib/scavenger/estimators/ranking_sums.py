@@ -1,4 +1,4 @@
-"""The ranking family's additive sums (issue 58; MATH.md-style notes in :mod:`.ranking`): what one pass keeps per
+"""The ranking family's additive sums (MATH.md-style notes in :mod:`.ranking`): what one pass keeps per
 (dt, policy_id, logging_policy, fold), declared once here for the SQL (statistics/sql/ranking_tables.py) and for the
 numpy reference (:func:`sums_from_events`), and laid out long, one row per (k, l), so that days and slates of any
 length merge by summing.

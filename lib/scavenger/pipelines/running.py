@@ -1,4 +1,4 @@
-"""What ``evaluate --baseline`` and ``--by-day`` add to the estimates (issue 59), from the same per-day statistics
+"""What ``evaluate --baseline`` and ``--by-day`` add to the estimates, from the same per-day statistics
 (no extra scan):
 
 - ``differences``: each target minus the baseline (``logging``: what the logs earned; or another target of the

@@ -1,4 +1,4 @@
-"""The decision against a baseline (issue 59, item 4): from ``running/`` (``evaluate --by-day --baseline``), each
+"""The decision against a baseline: from ``running/`` (``evaluate --by-day --baseline``), each
 target's running estimate with both bands (the fixed-horizon interval and the anytime-valid confidence sequence)
 against the baseline, and the first day the sequence of the difference excludes 0: "soft beats logging since
 2026-10-12, anytime-valid at 95%", or "not yet". The sequence is a running intersection (it only narrows), so once

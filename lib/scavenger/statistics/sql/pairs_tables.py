@@ -1,4 +1,4 @@
-"""The per-day table of target-minus-baseline differences (issue 59, ``evaluate --baseline POLICY``): the sums of
+"""The per-day table of target-minus-baseline differences (``evaluate --baseline POLICY``): the sums of
 products of two policies' per-event weights on the events both decide, from a self-join of the joined rows
 (scv_joined, clean rows, which then carry their event ids) on the event.
 

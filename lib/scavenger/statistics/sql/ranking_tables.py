@@ -1,4 +1,4 @@
-"""The ranking family's per-day tables (issue 58; estimators/ranking.py, the sums declared in
+"""The ranking family's per-day tables (estimators/ranking.py, the sums declared in
 estimators/ranking_sums.py): three statements, Spark SQL that DuckDB runs through sqlglot.
 
     ranking_sums(Kw)     decision side, over scv_joined (clean rows): per (dt, policy_id, logging_policy, fold) the
