@@ -1,5 +1,5 @@
 """Coverage and width of each estimator's interval on Open-Bandit-Dataset-shaped logs with known truth, beside
-obp's bootstrap interval on the same rows (issue 59, item 5).
+obp's bootstrap interval on the same rows.
 
 OBD's shape (docs/obd.md): one slot per row at a uniform position 1-3, 80 items that can be shown at any position,
 uniform logging (propensity 1/80), a click rate of about 0.4%, 10,000 rows a week. The project's generator makes

@@ -39,7 +39,7 @@ def test_repr_is_the_cli_summary_with_the_tables_one_attribute_away(evaluation, 
     text = repr(evaluation)
     assert len(text) <= 4000
     assert text.startswith("scavenger evaluate: ok -- window 2026-01-01..2026-01-02")
-    assert "estimates (value, interval; * = recommended):" in text and "checks:" in text
+    assert "estimates (value: reward per logged event, interval; * = recommended):" in text and "checks:" in text
     assert "full tables: .estimates (" in text and ".diagnostics (" in text
     assert evaluation.estimates is evaluation.pandas and evaluation.diagnostics is evaluation.diagnostics_pandas
     assert evaluation._repr_html_().startswith("<pre>") and len(evaluation._repr_html_()) < 6000

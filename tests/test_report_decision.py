@@ -5,7 +5,6 @@ value escaped. Pure pieces first, then one DuckDB chain generate -> evaluate --b
 from __future__ import annotations
 
 import base64
-import html.parser
 import math
 import re
 from pathlib import Path
@@ -17,44 +16,10 @@ from scavenger import cli
 from scavenger.report import decision as RR
 from scavenger.report.inputs import ReportInputs
 
+from helpers.html_dom import Dom
+
 EVIL = '<img src=x onerror="document.title=1">'
 DAYS = ("2026-10-10", "2026-10-11", "2026-10-12", "2026-10-13")
-
-
-class Dom(html.parser.HTMLParser):
-    """The page as events in document order: ("start", tag, attrs), ("text", data), ("end", tag)."""
-
-    def __init__(self, text: str):
-        super().__init__(convert_charrefs=True)
-        self.events: list[tuple] = []
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        self.events.append(("start", tag, dict(attrs)))
-
-    def handle_endtag(self, tag):
-        self.events.append(("end", tag))
-
-    def handle_data(self, data):
-        self.events.append(("text", data))
-
-    def find(self, tag, **attrs) -> list[int]:
-        want = {k.replace("_", "-"): v for k, v in attrs.items()}
-        return [i for i, e in enumerate(self.events) if e[0] == "start" and e[1] == tag
-                and all(e[2].get(k) == v for k, v in want.items())]
-
-    def text(self, i: int) -> str:
-        tag, depth, out = self.events[i][1], 0, []
-        for e in self.events[i:]:
-            if e[0] == "start" and e[1] == tag:
-                depth += 1
-            elif e[0] == "end" and e[1] == tag:
-                depth -= 1
-                if depth == 0:
-                    break
-            elif e[0] == "text":
-                out.append(e[1])
-        return " ".join("".join(out).split())
 
 
 def _running(policy: str, lows, highs, estimator="slate_pi", baseline="logging", level=0.95) -> pd.DataFrame:

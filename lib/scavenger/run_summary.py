@@ -122,7 +122,7 @@ def summary_lines(result) -> list[str]:
         lines += checks
     est = _estimate_lines(result)
     if est:
-        lines.append("estimates (value, interval; * = recommended):")
+        lines.append("estimates (value: reward per logged event, interval; * = recommended):")
         lines += est
     diffs = _difference_lines(result)
     if diffs:
