@@ -177,9 +177,13 @@ def design_t_interval(est, m, wmax: float, ymax, rmin: float, rmax: float, level
                                             f"< {MIN_EFFECTIVE_EVENTS:g}: too few events for the logger's "
                                             f"largest weights to give an interval of useful width")
     value, se = float(est.value), float(est.std_error)
-    carrying = reward_carrying_events(m)
-    if carrying < MIN_REWARD_TERMS:
-        return _sparse_reward_interval(est, m, wmax, ymax, rmin, rmax, level)
+    if reward_carrying_events(m) < MIN_REWARD_TERMS:
+        # a sparse-click week whose matching events hold no click, or one or two: a standard error from so few terms
+        # is no guide (PI's is 0 with no click; PI++'s control variates still vary and give a narrow interval around
+        # 0 that misses). IPS's likelihood interval of the same value (no assumption on the slots), held to the
+        # estimate, covers there; the K-moment likelihood (el_cv_interval) covered 87% for a target matching the
+        # logger about once a week (benchmarks/README.md, OBD-shaped weeks)
+        return weight_interval(est, m, wmax, ymax, rmin, rmax, level)
     if not (math.isfinite(value) and math.isfinite(se)):
         return math.nan, math.nan, "none", "no finite standard error (the weights' sums overflow or too few events)"
     if se <= 0:
@@ -204,16 +208,6 @@ def reward_carrying_events(m) -> float:
     if not (math.isfinite(total) and math.isfinite(square)):
         return math.inf             # overflow: the t interval's own checks give the reason
     return total * total / square if square > 0 else 0.0
-
-
-def _sparse_reward_interval(est, m, wmax: float, ymax, rmin: float, rmax: float, level: float):
-    """Fewer than MIN_REWARD_TERMS events carry the estimate (a sparse-click week whose matching events hold no
-    click, or one or two): a standard error from so few terms is no guide (PI's is 0 with no click; PI++'s control
-    variates still vary and give a narrow interval around 0 that misses). The slate's empirical-likelihood interval
-    of E[r W] (``weight_interval``: the same value, with no assumption on the slots), held to the estimate, covers
-    there; the likelihood with the K moments E[Y_k] = 1 (``el_cv_interval``) covered 87% for a target that matches
-    the logger about once a week (benchmarks/README.md, OBD-shaped weeks)."""
-    return weight_interval(est, m, wmax, ymax, rmin, rmax, level)
 
 
 def _checked_ends(lo: float, hi: float):
