@@ -61,7 +61,6 @@ def _dt(df: pd.DataFrame) -> pd.DataFrame:
 def cells(shape: str, est: pd.DataFrame, adc: pd.DataFrame | None, pol_truth, adc_truth) -> pd.DataFrame:
     """One row per (shape, target, estimator, interval kind) and (shape, adc:method, position, kind)."""
     est = _dt(est).merge(pol_truth, on=["dt", "policy_id"], how="inner")
-    est = est[est["estimator"] != "reorder_lift"]            # a ratio of clicks, not a value per event
     # best_base (multi logging) follows its base policy's own draws, the logged slate wherever that policy served:
     # only the base-policy action (scavenging_base) is defined for it
     est = est[(est["policy_id"] != "best_base") | est["estimator"].str.startswith("scavenging_base")]

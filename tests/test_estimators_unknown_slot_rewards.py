@@ -119,8 +119,8 @@ def test_no_known_slot_reward_identifies_no_factored_or_reorder():
         fac = rows[(rows["policy_id"] == "det") & (rows["estimator"] == "factored")].iloc[0]
         assert not fac["identified"] and math.isnan(fac["value"]) and "known slot reward" in fac["reason"]
         ro = rows[rows["policy_id"] == "perm"].set_index("estimator")
-        assert set(ro.index) == {"factored", "reorder", "reorder_lift"}
-        assert not ro.loc[["reorder", "reorder_lift"], "identified"].any()
+        assert set(ro.index) == {"factored", "reorder"}
+        assert not ro.loc[["reorder"], "identified"].any()
         assert ro.loc["reorder", "reason"].startswith("no slot reward is known")
         # the estimated ADCs' reason: the ads did move between positions, their slot rewards are unknown (it said
         # "no ad was shown at more than one position" and suggested ranked logs, which these are)

@@ -153,8 +153,10 @@ def test_differences_equal_numpy_on_raw_rows(full, dataset):
 def test_baseline_absent_from_decisions_exits_2(dataset, capsys):
     data, logs, decs, root = dataset
     code = _evaluate(logs, decs, root / "absent", root / "st_absent", "--baseline", "no_such_policy")
-    assert code == 2
-    assert "no_such_policy" in capsys.readouterr().err
+    assert code == 2        # the decisions' files name their policies (one column read): before any engine starts
+    err = capsys.readouterr().err
+    assert "no_such_policy" in err and "policies read: " in err and "det" in err.split("policies read: ")[1]
+    assert not (root / "st_absent").exists() and not (root / "absent" / "estimates").exists()
     code = _evaluate(logs, decs, root / "absent2", root / "st_absent", "--baseline", "no_such_policy",
                      "--policies", "det")        # not among --policies: before any engine starts
     assert code == 2
@@ -182,6 +184,12 @@ def test_api_baseline_keyword(dataset):
     with pytest.raises(UsageError, match="no_such_policy"):
         scavenger.evaluate(logs, decs, estimators=["pi"], baseline="no_such_policy", policies=["det"], gate="off",
                            engine="duckdb")
+    # an in-memory frame of decisions names its policies too: exit 2 before any engine (engine="spark" never starts)
+    import pyarrow.parquet as pq
+
+    frame = pq.read_table(decs).to_pandas()
+    with pytest.raises(UsageError, match="policies read: .*det"):
+        scavenger.evaluate(logs, frame, estimators=["pi"], baseline="no_such_policy", gate="off", engine="spark")
 
 
 def test_pair_statement_translates_for_every_width():

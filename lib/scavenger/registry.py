@@ -112,16 +112,13 @@ def output_names() -> list[str]:
 
 
 def base_of(output: str) -> str:
-    """The estimator that wrote a row named ``output`` (e.g. reorder_lift -> reorder)."""
+    """The estimator that wrote a row named ``output`` (e.g. scavenging_ad -> scavenging_slate)."""
     try:
         return _load()["output_of"][output]
     except KeyError:
         raise ValueError(f"no estimator writes rows named {output!r}") from None
 
 
-def off_scale() -> tuple:
-    """Row names that are not a value per event (a ratio): listed in tables, left out of plots and trends."""
-    return tuple(o for e in _load()["estimators"].values() for o in e.off_scale)
 
 
 def names() -> list[str]:

@@ -55,19 +55,11 @@ def _clip(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _off_scale() -> tuple:
-    """The estimator outputs on another scale than a reward per logged event (registry: e.g. reorder_lift)."""
-    from . import registry
-
-    return registry.off_scale()
-
-
 def _estimate_lines(result) -> list[str]:
     """One line per identified estimate (the recommended one marked *), then one line per estimator and reason
     the data could not support, with the policies it concerns."""
     rows = result.summary.get("estimates") or []
     out, missing = [], {}
-    ratios = _off_scale() if rows else ()
     for r in rows:
         if r.get("interval_kind") == "bound":
             continue
@@ -81,9 +73,7 @@ def _estimate_lines(result) -> list[str]:
         interval = f"[{_fmt(lo)}, {_fmt(hi)}]" if finite else \
             "no interval" + (f": {_clip(r.get('reason'), 70)}" if r.get("reason") else "")
         star = " *" if r.get("recommended") else ""
-        scale = " (a ratio, not a reward per event)" if r["estimator"] in ratios else ""
-        out.append(f"  {_clip(r['policy_id'], 22):<22} {r['estimator']:<22} {_fmt(r['value']):>9} {interval}{star}"
-                   f"{scale}")
+        out.append(f"  {_clip(r['policy_id'], 22):<22} {r['estimator']:<22} {_fmt(r['value']):>9} {interval}{star}")
     for (estimator, reason), policies in missing.items():
         who = ", ".join(_clip(p, 30) for p in policies[:3]) + (f" and {len(policies) - 3} more" if len(policies) > 3
                                                                 else "")

@@ -32,3 +32,13 @@ def all_slate_estimates(m, level: float = 0.95, prior_mean=None, alpha=None) -> 
 
     return [S.ips(m, level), S.snips(m, level), S.pi(m, level), S.wpi(m, level),
             S.pi_plus_plus(m, prior_mean, alpha, level), S.pi_beta(m, level)]
+
+
+def note_lift(note: str) -> tuple[float, float]:
+    """The re-ordering's lift over the logged order and its std error, from the reorder row's note (a ratio is no
+    value per event, so the estimates table carries it there): printed to 6 and 3 significant digits."""
+    import re
+
+    m = re.search(r"lift over the logged order (\S+) \(std error (\S+)\)", str(note))
+    assert m, note
+    return float(m.group(1)), float(m.group(2))

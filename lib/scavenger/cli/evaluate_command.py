@@ -72,7 +72,7 @@ def prepare(args, ctx):
     if args.decisions is None and not reorder:
         raise UsageError("evaluate needs --decisions or at least one --reorder policy")
     inputs = C.prepare_inputs(args)
-    check_baseline_name(args.baseline, inputs.policies)      # the decisions' own: after the pass (exit 2 too)
+    check_baseline_name(args.baseline, inputs.policies, inputs.decisions)     # a catalog table's: after the pass
     gate = C.gate_config(args)
     options = EvaluateOptions(
         estimators=[e.strip() for e in args.estimators.split(",") if e.strip()] if args.estimators else None,

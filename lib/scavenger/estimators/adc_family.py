@@ -121,19 +121,18 @@ def _reorder_rows(p, n: int, f_p, q_p, ap, ctx: AdcContext, extra: dict, pairs=N
     if not (len(ap) and "m" in ap.columns and float(rewarded(ap)["m"].sum()) > 0):
         why = ("no slot reward is known on the target's events (rows with a slate_reward and null slot rewards): "
                "re-ordering moves slot rewards between positions, so it needs them")
-        return [not_identified(p, name, why, n, opts.level, **extra) for name in ("reorder", "reorder_lift")]
+        return [not_identified(p, "reorder", why, n, opts.level, **extra)]
     if ctx.adc_influence is not None:
         pairs = None
     est = R.reorder_estimate(f_p, q_p, ap, ctx.C, n, opts.level, pairs=pairs)
     var_v, var_l = P.reorder_variances(f_p, q_p, ap, ctx.C, n, est, ctx.adc_influence, ctx.C_se)
-    out = []
-    for name, value, se, note in (
-            ("reorder", est["value"], math.sqrt(var_v), f"unnormalized V(h_pi)={est['total']:.6g} clicks"),
-            ("reorder_lift", est["lift"], math.sqrt(var_l), "expected clicks under the new order per logged click")):
-        lo, hi, kind, why = clt_or_none(value, se, opts.level)
-        out.append(row(p, name, value, se, lo, hi, kind, n, opts.level, reason=why, supported_share=1.0,
-                       unsupported_share=0.0, note=note, **extra))
-    return out
+    # the lift (a ratio) is no value per event: the estimates table holds one quantity, so it rides in the note
+    note = (f"unnormalized V(h_pi)={est['total']:.6g} clicks; lift over the logged order {est['lift']:.6g} "
+            f"(std error {math.sqrt(var_l):.3g}): expected clicks under the new order per logged click")
+    se = math.sqrt(var_v)
+    lo, hi, kind, why = clt_or_none(est["value"], se, opts.level)
+    return [row(p, "reorder", est["value"], se, lo, hi, kind, n, opts.level, reason=why, supported_share=1.0,
+                unsupported_share=0.0, note=note, **extra)]
 
 
 _CHECKS = ("a", "b")
@@ -145,11 +144,12 @@ ESTIMATORS = (
               identification="ADCs identified (ads shown at two or more positions) and every ad the target shows "
                              "logged", recommend_rank=6),
     Estimator(name="reorder",
-              summary="V(h_pi) = sum_{a,i,j} F(a,i,j) C_j / C_i; lift = V / logged clicks (seed 001 sec. 4.2-4.4)",
+              summary="V(h_pi) = sum_{a,i,j} F(a,i,j) C_j / C_i per event; its lift V / logged clicks in the note "
+                      "(seed 001 sec. 4.2-4.4)",
               estimate=reorder, aliases=("reordering",), family="adc_based", checks=_ADDITIVE,
               tables=_TABLES + ("reorder_pairs",),
               identification="the target re-orders the logged ads on every event, and ADCs are identified",
-              recommend_rank=7, outputs=("reorder_lift",), off_scale=("reorder_lift",), derived=True),
+              recommend_rank=7, derived=True),
 )
 ADC = Estimator(name="adc", summary="C_i = sum_a alpha_a CTR(a,i) / sum_a alpha_a CTR(a,1) (seed 001 sec. 4.3)",
                 estimate=adc_rows, checks=_CHECKS, tables=("ad_position", "log_summary"), needs_decisions=False,

@@ -42,7 +42,6 @@ class Estimator:
     identification: str = ""            # what the data must show: the reason when it gives no value and no reason
     recommend_rank: int = 50            # the recommended estimate: the lowest rank among identified, checked ones
     outputs: tuple = ()                 # names of the variant rows it writes besides its own
-    off_scale: tuple = ()               # outputs that are not a value per event (a ratio): kept out of plots
     needs_decisions: bool = True        # False: it reads the logs alone
     needs_propensities: bool = False    # True: not run where no logged event carries a propensity
     derived: bool = False               # it also values re-orderings of the logged slate (--reorder policies)
@@ -53,7 +52,7 @@ class Estimator:
     #                                   row of target minus baseline on the same events (evaluate --baseline)
 
     def __post_init__(self):
-        for attr in ("tables", "checks", "aliases", "outputs", "off_scale"):
+        for attr in ("tables", "checks", "aliases", "outputs"):
             value = getattr(self, attr)
             if isinstance(value, str):
                 object.__setattr__(self, attr, (value,))

@@ -74,7 +74,8 @@ class Table:
     #                                   plan's adc_tables="identifiable"; "given": read only with ADCs given
     slot_rewards: bool = False        # reads the slot rewards w_k (scv_joined carries them only then)
     event_ids: bool = False           # reads the clean rows' event ids (scv_joined carries them only then)
-    before: tuple = ()                # ((relation, Shape -> statement), ...) materialized first, dropped after
+    before: tuple = ()                # ((relation, Shape -> statement), ...) materialized first (once for the side:
+    #                                   check d and check f share scv_pair_cells), dropped after the side
     probe: tuple | None = None        # (label, Shape -> statement): fetched first, its rows in Shape.probe
     split: Callable | None = None     # ({label: frame}, Shape) -> {table: frame}
     made_by: str | None = None        # the table whose statement (and split) makes this one
@@ -160,7 +161,7 @@ declare(
     # check f: the reward at k against the ad at j < k, summed over (context, fold) strata within each day (K = 1:
     # an empty table); per day so that a window's sums are the days' own, whatever the batches
     Table("interaction_cells", "log", ("logging_policy", "fold", "j", "ad_id", "k"), per_day=True,
-          before=(("scv_interaction_pairs", lambda s: I.interaction_pairs(s.Kw)),),
+          before=(("scv_pair_cells", lambda s: T.pair_cells(s.Kw)),),
           sql=lambda s: I.interaction_cells(s.Kw)),
     # Cascade-DR's reward model: the reward-to-go per (fold, position, ad) of each day (estimators/ranking_sums)
     Table("ranking_rtg", "log", ("fold", "position", "ad_id"), per_day=True, sql=lambda s: RT.reward_to_go(s.Kw)),

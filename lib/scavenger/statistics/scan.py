@@ -151,11 +151,14 @@ def _make(engine, side: str, wanted: set, shape: Shape, batch: str, tables: dict
     """Every table of ``side`` the plan names (``wanted``), in declaration order: its relations ``before``
     materialized, its probe fetched (the rows in shape.probe), its statements fetched (split into the tables it
     makes) or, for a big table, kept by the engine as ``scv_<batch>_<table>``."""
+    made = []       # relations ``before`` materialized: once for every table of the side that names them
     for t in loop_tables(side):
         if t.name not in wanted:
             continue
         for relation, sql in t.before:
-            engine.materialize(relation, sql(shape))
+            if relation not in made:
+                engine.materialize(relation, sql(shape))
+                made.append(relation)
         for relation, frame in t.frames:
             engine.register_frame(relation, frame(tables, shape))
         s = shape if t.probe is None else replace(shape, probe=engine.fetch(t.probe[1](shape), t.probe[0]))
@@ -166,8 +169,8 @@ def _make(engine, side: str, wanted: set, shape: Shape, batch: str, tables: dict
             tables.update(t.split({label: engine.fetch(sql, label) for label, sql in statements.items()}, s))
         else:
             tables[t.name] = engine.fetch(statements[t.name], t.name)
-        if t.before:
-            engine.drop([relation for relation, _ in t.before])
+    if made:
+        engine.drop(made)
 
 
 def _hints(shape: Shape, wanted: set, decisions: bool) -> list:

@@ -27,9 +27,7 @@ which ranks many ads into click-rate groups).
 from __future__ import annotations
 
 # positions 1..P with P = min(the wide positions, INTERACTION_POSITIONS), the positions every pass holds as wide
-# columns (scan.WIDE_MIN) and where most clicks are: P(P-1)/2 <= 6 pairs, one aggregation each; the positions
-# below P are left out
-CS = "coalesce(context_id, '<null>')"
+# columns (scan.WIDE_MIN) and where most clicks are: P(P-1)/2 <= 6 pairs; the positions below P are left out
 INTERACTION_POSITIONS = 4
 COLUMNS = ("dt", "logging_policy", "fold", "j", "ad_id", "k", "n", "s_r", "s_r2", "n_tested", "d", "v", "t", "vt",
            "sxx", "n_j", "s_j")
@@ -39,65 +37,41 @@ def interaction_positions(Kw: int) -> int:
     return min(int(Kw), INTERACTION_POSITIONS)
 
 
-def _pair(j: int, k: int) -> str:
-    """(dt, policy, fold, context, j, k, ad at j, ad b at k): n events with a known reward at k, s and q (sums of
-    w_k, w_k^2), n_j and s_j (their known rewards at j). One aggregation over the wide columns, no per-event explode."""
-    return (f"SELECT dt, logging_policy, fold, {CS} AS cs, {j} AS j, {k} AS k, a_{j} AS ad_id, a_{k} AS b, "
-            f"count(1) AS n, sum(w_{k}) AS s, sum(w_{k} * w_{k}) AS q, count(w_{j}) AS n_j, "
-            f"coalesce(sum(w_{j}), 0D) AS s_j\n"
-            f"  FROM scv_flat WHERE a_{j} IS NOT NULL AND w_{k} IS NOT NULL\n"
-            f"  GROUP BY dt, logging_policy, fold, {CS}, a_{j}, a_{k}")
-
-
-def _rates(P: int) -> str:
-    """(dt, policy, fold, context, j, ad) -> x: the ad's click rate at j in the context from the other fold (its
-    events only, so x is fixed before this fold's rewards are seen); where the other fold does not show the ad
-    there, that fold's click rate at j over the context's ads; where it shows none, 0. Few rows (contexts x ads)."""
-    per_ad = "\n    UNION ALL\n    ".join(
-        f"SELECT dt, logging_policy, fold, {CS} AS cs, {j} AS j, a_{j} AS ad_id, count(w_{j}) AS n_j, "
-        f"coalesce(sum(w_{j}), 0D) AS s_j FROM scv_flat WHERE a_{j} IS NOT NULL "
-        f"GROUP BY dt, logging_policy, fold, {CS}, a_{j}" for j in range(1, P))
-
+def _score() -> str:
+    """x, the ad's click rate at j in the context from the other fold (its events only, so x is fixed before this
+    fold's rewards are seen); where the other fold does not show the ad there, that fold's click rate at j over the
+    context's ads; where it shows none, 0. By window over the (j, j + 1) pair rows of the same (day, policy,
+    context, j): their n_ja, s_ja count every event showing an ad at j once."""
     def other(col: str, zero: str, by: str) -> str:
         w = f"PARTITION BY dt, logging_policy, cs, j{by}"
-        return (f"CASE WHEN fold = 0 THEN sum(CASE WHEN fold = 1 THEN {col} ELSE {zero} END) OVER ({w}) "
-                f"ELSE sum(CASE WHEN fold = 0 THEN {col} ELSE {zero} END) OVER ({w}) END")
+        return (f"CASE WHEN fold = 0 THEN sum(CASE WHEN fold = 1 AND k = j + 1 THEN {col} ELSE {zero} END) "
+                f"OVER ({w}) ELSE sum(CASE WHEN fold = 0 AND k = j + 1 THEN {col} ELSE {zero} END) OVER ({w}) END")
 
-    ad_n, ad_s, cx_n, cx_s = (other(c, z, by) for by in (", ad_id", "") for c, z in (("n_j", "0"), ("s_j", "0D")))
-    return (f"SELECT dt, logging_policy, fold, cs, j, ad_id, CASE WHEN {ad_n} > 0 THEN {ad_s} / {ad_n}\n"
-            f"    WHEN {cx_n} > 0 THEN {cx_s} / {cx_n} ELSE 0D END AS x\n"
-            f"  FROM (\n    {per_ad}\n  ) r")
-
-
-def interaction_pairs(Kw: int) -> str:
-    """scv_interaction_pairs: the rows of :func:`_pair` for every j < k <= P with the ad's score x (:func:`_rates`),
-    materialized before :func:`interaction_cells` reads it twice."""
-    P = interaction_positions(Kw)
-    if P < 2:       # one position: nothing to pair (interaction_cells is empty without reading this)
-        return "SELECT 0D AS x FROM scv_flat WHERE 1 = 0"
-    union = "\n  UNION ALL\n  ".join(_pair(j, k) for j in range(1, P) for k in range(j + 1, P + 1))
-    return f"""
-SELECT p.*, coalesce(r.x, 0D) AS x
-FROM (
-  {union}
-) p LEFT JOIN (
-  {_rates(P)}
-) r USING (dt, logging_policy, fold, cs, j, ad_id)"""
+    cx_n, cx_s, ad_n, ad_s = (other(c, z, by) for by in ("", ", ad_id") for c, z in (("n_ja", "0"), ("s_ja", "0D")))
+    return f"CASE WHEN {ad_n} > 0 THEN {ad_s} / {ad_n} WHEN {cx_n} > 0 THEN {cx_s} / {cx_n} ELSE 0D END"
 
 
 def interaction_cells(Kw: int) -> str:
-    """(dt, logging_policy, fold, j, ad_id, k) for j < k <= min(Kw, INTERACTION_POSITIONS), over
-    scv_interaction_pairs: n events showing ad_id at j and a known reward at k, s_r and s_r2 (sums of w_k, w_k^2),
-    n_tested (those in strata of two events or more), d, v, t, vt, sxx (module doc), n_j and s_j (the events' known
-    rewards of ad_id at j: its click rate, check f's ad groups). Empty (and typed) when fewer than two positions are
-    wide. The strata's sums are one aggregation joined back (no window over the pair rows)."""
-    if interaction_positions(Kw) < 2:
+    """(dt, logging_policy, fold, j, ad_id, k) for j < k <= min(Kw, INTERACTION_POSITIONS), over check d's
+    scv_pair_cells (statistics/sql/log_tables.pair_cells: one aggregation for both checks): n events showing ad_id
+    at j and a known reward at k, s_r and s_r2 (sums of w_k, w_k^2), n_tested (those in strata of two events or
+    more), d, v, t, vt, sxx (module doc), n_j and s_j (the events' known rewards of ad_id at j: its click rate,
+    check f's ad groups). Empty (and typed) when fewer than two positions are wide. The scores and the strata's
+    sums by window over the pair rows (no join: one pipeline of small exchanges on Spark)."""
+    P = interaction_positions(Kw)
+    if P < 2:
         return ("SELECT dt, logging_policy, fold, 1 AS j, a_1 AS ad_id, 2 AS k, CAST(0 AS BIGINT) AS n, 0D AS s_r, "
                 "0D AS s_r2, CAST(0 AS BIGINT) AS n_tested, 0D AS d, 0D AS v, 0D AS t, 0D AS vt, 0D AS sxx, "
                 "CAST(0 AS BIGINT) AS n_j, 0D AS s_j FROM scv_flat WHERE 1 = 0")
-    key = "dt, logging_policy, fold, cs, j, k, b"
+    st = "PARTITION BY dt, logging_policy, fold, cs, j, k, b"
     tested = "CASE WHEN nn >= 2 THEN {} ELSE 0D END"
     dev = "(s - ss * (CAST(n AS DOUBLE) / nn))"
+    per_fold = ", ".join(f"named_struct('fold', {f}, 'n', n_w{f}, 's', s{f}, 'q', q{f}, 'n_j', n_j{f}, 's_j', "
+                         f"s_j{f}, 'n_ja', n_ja{f}, 's_ja', s_ja{f})" for f in (0, 1))
+    pairs = (f"SELECT dt, logging_policy, cs, j, k, ad_id, b, e.fold AS fold, e.n AS n, e.s AS s, e.q AS q, "
+             f"e.n_j AS n_j, e.s_j AS s_j, e.n_ja AS n_ja, e.s_ja AS s_ja\n"
+             f"      FROM (SELECT dt, logging_policy, stratum AS cs, j, k, a AS ad_id, b, explode(array({per_fold})) "
+             f"AS e FROM scv_pair_cells WHERE k <= {P}) u")
     return f"""
 SELECT dt, logging_policy, fold, j, ad_id, k, CAST(sum(n) AS BIGINT) AS n, sum(s) AS s_r, sum(q) AS s_r2,
   CAST(sum(CASE WHEN nn >= 2 THEN n ELSE 0 END) AS BIGINT) AS n_tested,
@@ -106,12 +80,13 @@ SELECT dt, logging_policy, fold, j, ad_id, k, CAST(sum(n) AS BIGINT) AS n, sum(s
   sum({tested.format("n * x * xc")}) AS sxx,
   CAST(sum(n_j) AS BIGINT) AS n_j, sum(s_j) AS s_j
 FROM (
-  SELECT p.*, st.nn, st.ss,
-    CASE WHEN st.nn >= 2 THEN greatest(st.qq - st.ss * st.ss / st.nn, 0D) / (st.nn - 1) ELSE 0D END AS c,
-    CASE WHEN st.x_min = st.x_max THEN 0D ELSE p.x - st.nx / st.nn END AS xc
-  FROM scv_interaction_pairs p JOIN (
-    SELECT {key}, sum(n) AS nn, sum(s) AS ss, sum(q) AS qq, sum(n * x) AS nx, min(x) AS x_min, max(x) AS x_max
-    FROM scv_interaction_pairs GROUP BY {key}
-  ) st USING ({key})
+  SELECT w.*,
+    CASE WHEN nn >= 2 THEN greatest(qq - ss * ss / nn, 0D) / (nn - 1) ELSE 0D END AS c,
+    CASE WHEN x_min = x_max THEN 0D ELSE x - nx / nn END AS xc
+  FROM (
+    SELECT sc.*, sum(n) OVER ({st}) AS nn, sum(s) OVER ({st}) AS ss, sum(q) OVER ({st}) AS qq,
+      sum(n * x) OVER ({st}) AS nx, min(x) OVER ({st}) AS x_min, max(x) OVER ({st}) AS x_max
+    FROM (SELECT * FROM (SELECT pc.*, {_score()} AS x FROM ({pairs}) pc) scored WHERE n > 0) sc
+  ) w
 ) terms
 GROUP BY dt, logging_policy, fold, j, ad_id, k"""

@@ -171,55 +171,76 @@ FROM (
 GROUP BY dt, logging_policy, position, f.key, coalesce(f.value, '<null>'), ad_id"""
 
 
+def _fold_sums(f: int) -> str:
+    """Check f's reward sums of fold ``f`` over the pair rows (:func:`pair_cells`)."""
+    known = f"CASE WHEN fold = {f} AND p.w IS NOT NULL THEN p.wj END"
+    return (f"count(CASE WHEN fold = {f} THEN p.w END) AS n_w{f}, "
+            f"coalesce(sum(CASE WHEN fold = {f} THEN p.w END), 0D) AS s{f}, "
+            f"coalesce(sum(CASE WHEN fold = {f} THEN p.w * p.w END), 0D) AS q{f},\n  count({known}) AS n_j{f}, "
+            f"coalesce(sum({known}), 0D) AS s_j{f}, count(CASE WHEN fold = {f} THEN p.wj END) AS n_ja{f}, "
+            f"coalesce(sum(CASE WHEN fold = {f} THEN p.wj END), 0D) AS s_ja{f}")
+
+
 def pair_cells(Kw: int) -> str:
     """scv_pair_cells: (dt, logging_policy, stratum, j, k, a, b) -> n, events with ad a at position j and ad b at
-    position k (j < k, both held), stratum = context_id. The pairs of wide positions from the flat columns (one
-    explode of the Kw(Kw-1)/2 pairs, no per-row lambda); the pairs with an extra slot from the few rows that have
-    one (each such row gives as many pairs as it holds)."""
+    position k (j < k; a held, b null where the event does not hold k), stratum = context_id. The pairs of wide
+    positions from the flat columns (one explode of the Kw(Kw-1)/2 pairs, no per-row lambda); the pairs with an
+    extra slot from the few rows that have one (each such row gives as many pairs as it holds).
+    Check d (:func:`pair_strata`) reads n where b is held; check f (sql/interaction_tables.py) the wide pairs'
+    reward sums per fold f (0, 1: a column each, so that the rows stay check d's): n_w{f}, s{f}, q{f} (count, sum
+    and sum of squares of the known rewards w_k), n_j{f}, s_j{f} (the known rewards at j of those events) and
+    n_ja{f}, s_ja{f} (at j, over every event). One aggregation for both checks: on Spark, one shuffle, not one per
+    check."""
     ks = range(1, Kw + 1)
-    wide = ", ".join(f"named_struct('j', {j}, 'k', {k}, 'a', a_{j}, 'b', a_{k})" for j in ks for k in ks if k > j)
-    with_wide = ", ".join(f"named_struct('j', {j}, 'k', x.position, 'a', a_{j}, 'b', x.ad_id)" for j in ks)
+    no_w = "'w', CAST(NULL AS DOUBLE), 'wj', CAST(NULL AS DOUBLE)"
+    wide = ", ".join(f"named_struct('j', {j}, 'k', {k}, 'a', a_{j}, 'b', a_{k}, 'w', w_{k}, 'wj', w_{j})"
+                     for j in ks for k in ks if k > j)
+    with_wide = ", ".join(f"named_struct('j', {j}, 'k', x.position, 'a', a_{j}, 'b', x.ad_id, {no_w})" for j in ks)
     with_extra = ("transform(filter(xs, y -> y.position < x.position), "
-                  "y -> named_struct('j', y.position, 'k', x.position, 'a', y.ad_id, 'b', x.ad_id))")
+                  f"y -> named_struct('j', y.position, 'k', x.position, 'a', y.ad_id, 'b', x.ad_id, {no_w}))")
     extra_pairs = f"concat(array({with_wide}), {with_extra})" if Kw else with_extra
     parts = []
     cs = "coalesce(context_id, '<null>') AS cs"
     if Kw > 1:
-        parts.append(f"SELECT dt, logging_policy, {cs}, explode(array({wide})) AS p FROM scv_flat")
-    parts.append(f"SELECT dt, logging_policy, {cs}, explode({extra_pairs}) AS p "
+        parts.append(f"SELECT dt, logging_policy, fold, {cs}, explode(array({wide})) AS p FROM scv_flat")
+    parts.append(f"SELECT dt, logging_policy, fold, {cs}, explode({extra_pairs}) AS p "
                  f"FROM (SELECT scv_flat.*, explode(xs) AS x FROM scv_flat WHERE xs IS NOT NULL) e")
     union = "\n  UNION ALL\n  ".join(parts)
     # no WITH clause: Spark matches a persisted relation to its later uses by plan, and a CTE used twice gets new
     # ids on each analysis, so the cached rows would never be found (every use would recompute the explode)
     return f"""
-SELECT dt, logging_policy, cs AS stratum, p.j AS j, p.k AS k, p.a AS a, p.b AS b, count(1) AS n
+SELECT dt, logging_policy, cs AS stratum, p.j AS j, p.k AS k, p.a AS a, p.b AS b, count(1) AS n,
+  {_fold_sums(0)},
+  {_fold_sums(1)}
 FROM (
   {union}
 ) pairs
-WHERE p.a IS NOT NULL AND p.b IS NOT NULL
+WHERE p.a IS NOT NULL
 GROUP BY dt, logging_policy, cs, p.j, p.k, p.a, p.b"""
 
 
 def pair_strata() -> str:
-    """(dt, logging_policy, stratum, j, k) over scv_pair_cells: check d within (context, day) strata.
-    n events showing positions j < k; r, c distinct ads of slot j, slot k; s = sum over cells O^2 / (R_a C_b);
-    o_diag = events with the same ad in both; e_diag = sum_a R(a) C(a) / n, the repeats expected if the slots
-    were chosen independently (seed 002's factorized mu). Pooled by checks/contingency.stratified_dependence."""
+    """(dt, logging_policy, stratum, j, k) over scv_pair_cells' rows with both slots held: check d within
+    (context, day) strata. n events showing positions j < k; r, c distinct ads of slot j, slot k; s = sum over cells
+    O^2 / (R_a C_b); o_diag = events with the same ad in both; e_diag = sum_a R(a) C(a) / n, the repeats expected if
+    the slots were chosen independently (seed 002's factorized mu). Pooled by checks/contingency.stratified_dependence.
+    """
     key = "dt, logging_policy, stratum, j, k"
+    cells = "(SELECT * FROM scv_pair_cells WHERE b IS NOT NULL)"
     # the row and column marginals by window (no self-joins), then the diagonal's sum from one table of both
     # marginals per ad: a handful of aggregations, so Spark runs few exchanges over the cells
     return f"""
 WITH m AS (
   SELECT {key}, a, b, n, sum(n) OVER (PARTITION BY {key}, a) AS ra, sum(n) OVER (PARTITION BY {key}, b) AS cb
-  FROM scv_pair_cells
+  FROM {cells} c
 ), sums AS (
   SELECT {key}, sum(n) AS n, sum(CAST(n AS DOUBLE) * n / (ra * cb)) AS s,
     sum(CASE WHEN a = b THEN n ELSE 0 END) AS o_diag
   FROM m GROUP BY {key}
 ), marg AS (
   SELECT {key}, ad, sum(r) AS r, sum(c) AS c
-  FROM (SELECT {key}, a AS ad, n AS r, 0 AS c FROM scv_pair_cells
-        UNION ALL SELECT {key}, b AS ad, 0 AS r, n AS c FROM scv_pair_cells) u
+  FROM (SELECT {key}, a AS ad, n AS r, 0 AS c FROM {cells} c1
+        UNION ALL SELECT {key}, b AS ad, 0 AS r, n AS c FROM {cells} c2) u
   GROUP BY {key}, ad
 ), diag AS (
   SELECT {key}, CAST(sum(CASE WHEN r > 0 THEN 1 ELSE 0 END) AS BIGINT) AS r,
