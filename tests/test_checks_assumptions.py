@@ -130,7 +130,8 @@ def test_check_d_ranked_fails_slotted_passes(uniform_stats, slotted):
 
 def test_pair_cells_count_every_slot_pair(uniform):
     """Check d's cells (statistics/sql/log_tables.pair_cells, materialized once per pass): per (dt, logging policy,
-    context stratum, j < k, a, b) the events showing ad a at position j and ad b at position k (over the folds) -- equal to a pandas
+    context stratum, j < k, a, b) the events showing ad a at position j and ad b at position k (summed over the
+    folds) -- equal to a pandas
     group-by of the numpy slot pairs, and summed over the cells they give pair_strata's n. (The Spark DataFrame
     cell count of earlier versions, whose plan this test once inspected for the exchange before the count, is gone:
     both engines run this one SQL statement.)"""

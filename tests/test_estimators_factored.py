@@ -277,8 +277,8 @@ def test_reorder_with_estimated_adcs_keeps_one_unit_for_its_variance():
 @pytest.mark.parametrize("adc", ["estimate", "table"])
 def test_reorder_keeping_the_logged_order_claims_no_zero_width_interval(adc, tmp_path):
     """A target that keeps the logged order has lift 1 and every X_t = R_t: the lift has no variation (its value per
-    event does). With estimated ADCs, rounding left the lift a std error of 1e-17 and a CLT interval [1, 1] (1/C_i - C_j/C_i^2 an ulp from 0 in the
-    ADC gradient), where the same shape elsewhere said "every per-event term is equal"."""
+    event does). With estimated ADCs, rounding left the lift a std error of 1e-17 and a CLT interval [1, 1]
+    (1/C_i - C_j/C_i^2 an ulp from 0 in the ADC gradient), where the same shape elsewhere said "every per-event term is equal"."""
     from test_estimators_scavenging import run_evaluate
 
     data = build_random(seed=4, K=3, n_ads=6, days=(0,), per_day=60, with_nulls=False)

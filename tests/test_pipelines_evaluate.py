@@ -320,7 +320,8 @@ def test_generator_truth_factored_and_reorder(factored_reorder_run):
             row = estimates[(estimates["policy_id"] == pid) & (estimates["estimator"] == "factored")].iloc[0]
             assert abs(row["value"] - t["realized_value"]) <= 3 * row["std_error"], (pid, method, row["value"])
     est = run["reorder"]
-    lift = {p: note_lift(n) for p, n in est[est["estimator"] == "reorder"][["policy_id", "note"]].itertuples(index=False)}
+    rows = est[est["estimator"] == "reorder"]
+    lift = {p: note_lift(n) for p, n in zip(rows["policy_id"], rows["note"])}
     print(lift)
     ctr = "reorder_ctr_2026-01-01_2026-01-01"
     assert lift[ctr][0] > 1 + 3 * lift[ctr][1]

@@ -125,7 +125,6 @@ def evaluate(logs, decisions=None, *, estimators: Sequence[str] | None = None, a
     from .pipelines.options import check_adc_option
 
     check_adc_option(adc, adc_method)   # as the CLI's prepare: an unknown method, an unreadable table (exit 2)
-    check_baseline_name(baseline, options.policies)
     inputs = describe_inputs(logs, decisions, date_from, date_to, policies)
     check_baseline_name(baseline, options.policies, inputs.decisions)
     g = _gate(gate, **gate_config)

@@ -119,8 +119,6 @@ def base_of(output: str) -> str:
         raise ValueError(f"no estimator writes rows named {output!r}") from None
 
 
-
-
 def names() -> list[str]:
     """Every name the CLI accepts (estimators, aliases, groups), for --help and messages."""
     state = _load()

@@ -133,6 +133,9 @@ def _few_values(probe: pd.DataFrame) -> bool:
     return values * BY_VALUE_EVENTS <= n
 
 
+# check d's slot-pair cells, with check f's reward sums as columns: materialized once for both checks (scan._make)
+_PAIR_CELLS = ("scv_pair_cells", lambda s: T.pair_cells(s.Kw))
+
 MIN, MAX = "min", "max"
 declare(
     # ---- the rows of each side, counted at the pass's fixed steps ----------------------------------------------
@@ -157,12 +160,11 @@ declare(
           sql=lambda s: T.context_cells()),
     # K = 1 too: an empty table, so that the day is reusable
     Table("pair_strata", "log", ("logging_policy", "stratum", "j", "k"), per_day=True,
-          before=(("scv_pair_cells", lambda s: T.pair_cells(s.Kw)),), sql=lambda s: T.pair_strata()),
+          before=(_PAIR_CELLS,), sql=lambda s: T.pair_strata()),
     # check f: the reward at k against the ad at j < k, summed over (context, fold) strata within each day (K = 1:
     # an empty table); per day so that a window's sums are the days' own, whatever the batches
     Table("interaction_cells", "log", ("logging_policy", "fold", "j", "ad_id", "k"), per_day=True,
-          before=(("scv_pair_cells", lambda s: T.pair_cells(s.Kw)),),
-          sql=lambda s: I.interaction_cells(s.Kw)),
+          before=(_PAIR_CELLS,), sql=lambda s: I.interaction_cells(s.Kw)),
     # Cascade-DR's reward model: the reward-to-go per (fold, position, ad) of each day (estimators/ranking_sums)
     Table("ranking_rtg", "log", ("fold", "position", "ad_id"), per_day=True, sql=lambda s: RT.reward_to_go(s.Kw)),
     Table("calibration_cells", "log", ("logging_policy", "stratum", "position", "ad_id"),

@@ -186,7 +186,7 @@ def _hints(shape: Shape, wanted: set, decisions: bool) -> list:
             if t.name in wanted:
                 out += [sql(shape) for _, sql in t.before]
                 out += [t.probe[1](shape)] if t.probe else list(t.statements(shape).values())
-        return out
+        return list(dict.fromkeys(out))     # a relation several tables name ``before``: once
 
     out = [L.flat(Kw), L.flat_columns(Kw, shape.stratum), *tables("log"), *_statements("event_ids", shape)]
     if decisions:
