@@ -13,7 +13,8 @@ import pytest
 from scavenger.cli import main
 from test_checks_hostile import build
 
-ENV_VARS = ("SCAVENGER_DUCKDB_MEMORY", "SCAVENGER_DUCKDB_THREADS", "SCAVENGER_DUCKDB_TEMP")
+ENV_VARS = ("SCAVENGER_DUCKDB_MEMORY", "SCAVENGER_DUCKDB_THREADS", "SCAVENGER_DUCKDB_TEMP",
+            "SCAVENGER_WINDOW_WORKERS")
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +191,7 @@ def test_out_inside_decisions_is_exit_2_and_logs_inside_out_is_fine(data, tmp_pa
     *[("SCAVENGER_DUCKDB_MEMORY", v) for v in ("abc", "0", "nan", "1PB", "-1GB", "99999999999999999999GB", "'",
                                                "ü", "1GB; DROP", "1KB")],
     *[("SCAVENGER_DUCKDB_THREADS", v) for v in ("abc", "0", "-1", "1.5", "100000", "99999999999999999999")],
+    *[("SCAVENGER_WINDOW_WORKERS", v) for v in ("many", "0", "-2", "2.5", "100000")],
 ])
 def test_bad_duckdb_setting_is_exit_2_naming_the_variable(data, tmp_path, capsys, monkeypatch, name, value):
     monkeypatch.setenv(name, value)

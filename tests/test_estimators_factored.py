@@ -643,3 +643,30 @@ def test_score_table_with_ids_that_look_like_numbers(tmp_path):
     assert set(got) == set(logged)
     for eid, order in got.items():
         assert order == sorted(logged[eid], key=lambda a: -score[a])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ad_strata_shortcut_equals_the_partition_rule(seed):
+    """ad_strata answers None at once where a row shows its ad under two values (every by-day window and running/
+    prefix asks): the same answer as checks.calibration.partition_strata, partitions and near-partitions alike."""
+    from scavenger.checks.calibration import partition_strata
+    from scavenger.estimators.factored import ad_strata
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for a in range(12):
+        ctx = f"c{a % 3}"
+        for pos in (1, 2):
+            lo = hi = ctx
+            if seed % 2 and a == 5 and pos == 2:          # one ad split on one row: no partition
+                lo, hi = "c0", "c2"
+            m = int(rng.integers(15, 40))
+            rows.append({"ad_id": f"a{a}", "position": pos, "m": m, "ev": m, "stratum_min": lo, "stratum_max": hi})
+    ap = pd.DataFrame(rows)
+    want = partition_strata(ap.assign(logging_policy="*", n=ap["m"])).get("*")
+    got = ad_strata(ap)
+    if want is None:
+        assert got is None and seed % 2
+    else:
+        assert got is not None and not seed % 2
+        pd.testing.assert_series_equal(got, want)

@@ -710,3 +710,52 @@ def test_clt_needs_two_matched_events(n_match, duck):
         assert math.isfinite(main["ci_low"]) and main["ci_low"] < 0.2 < main["ci_high"] < math.inf
         if main.name == "clt":
             assert math.isclose(main["ci_high"], 0.2 + Z95 * se, rel_tol=1e-9)
+
+
+def test_prefix_sums_in_one_statement_equal_each_prefix_window(rand_case):
+    """running/'s prefixes read the direct approach's sums of every prefix window from one statement: each equals
+    the reduction over that prefix's days alone (the window's days 0 and 2: a day without logs between)."""
+    case, data, ev = rand_case
+    stats = ev.stats
+    days = sorted(stats.dates)
+    assert len(days) == 2
+    every = E.scavenging_sums(stats, prefixes=days)
+    keys = ["policy_id", "held"]
+    for d in days:
+        want = E.scavenging_sums(stats.prefix(d)).sort_values(keys).reset_index(drop=True)
+        got = every[every["dt"] == d].drop(columns=["dt"]).sort_values(keys).reset_index(drop=True)
+        assert len(want) and list(got.columns) == list(want.columns)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12, atol=0)
+
+
+def test_prefix_sums_on_spark_over_stored_and_scanned_days(spark, tmp_path):
+    """The one statement of every prefix on Spark, its big tables a union of a stored day's files and the days this
+    run scans (the daily DAG's evaluate: Spark's planner lost dt in a join there): each prefix's sums equal the
+    reduction over that prefix's days alone, and DuckDB's."""
+    from scavenger.engines import open_engine
+    from scavenger.pipelines.common import describe_inputs, window_dates
+    from scavenger.statistics.scan import ScanPlan, StatsConfig
+    from scavenger.statistics.store import Store
+    from scavenger.statistics.window import window_statistics
+
+    from helpers.reference import write_parquet
+
+    write_parquet(build_random(seed=5, K=2, n_ads=4, days=(0, 1, 2), per_day=120, with_nulls=False), str(tmp_path))
+    keys = ["dt", "policy_id", "held"]
+    got = {}
+    for name in ("spark", "duckdb"):
+        eng = open_engine(name, "test", spark=spark if name == "spark" else None)
+        inputs = describe_inputs(f"{tmp_path}/logs", f"{tmp_path}/decisions")
+        days = window_dates(eng, inputs)
+        store = Store(str(tmp_path / f"store_{name}"))
+        window_statistics(eng, inputs.logs, inputs.decisions, days[-1:], ScanPlan(), StatsConfig(), store=store)
+        w = window_statistics(eng, inputs.logs, inputs.decisions, days, ScanPlan(), StatsConfig(), store=store)
+        assert w.loaded == days[-1:] and w.scanned == days[:-1]
+        every = E.scavenging_sums(w, prefixes=days).sort_values(keys).reset_index(drop=True)
+        for d in days:
+            want = E.scavenging_sums(w.prefix(d)).sort_values(keys[1:]).reset_index(drop=True)
+            mine = every[every["dt"] == d].drop(columns=["dt"]).reset_index(drop=True)
+            pd.testing.assert_frame_equal(mine, want, check_dtype=False, rtol=1e-12, atol=0)
+        got[name] = every
+        eng.close()
+    pd.testing.assert_frame_equal(got["spark"], got["duckdb"], check_dtype=False, rtol=1e-12, atol=1e-15)

@@ -26,9 +26,9 @@ def dataset(tmp_path_factory):
     return data, logs, decs, root
 
 
-def _evaluate(logs, decs, out, stats, *extra) -> int:
+def _evaluate(logs, decs, out, stats, *extra, estimators="slate,ranking") -> int:
     return main(["evaluate", "--engine", "duckdb", "--gate", "off", "--logs", logs, "--decisions", decs,
-                 "--stats-dir", str(stats), "--out", str(out), "--estimators", "slate,ranking", *extra])
+                 "--stats-dir", str(stats), "--out", str(out), "--estimators", estimators, *extra])
 
 
 def _read(path) -> pd.DataFrame:
@@ -87,6 +87,34 @@ def test_running_equals_fresh_prefix_runs(full, dataset):
         g = g.sort_values("dt")
         assert (np.diff(g["cs_low"].to_numpy(float)) >= -1e-15).all()
         assert (np.diff(g["cs_high"].to_numpy(float)) <= 1e-15).all()
+
+
+def test_running_of_scavenging_and_the_adc_family_equals_fresh_prefix_runs(dataset):
+    """Their prefixes read shortcuts a fresh run does not take (the direct approach's sums of every prefix from one
+    statement; the ADC of the method used only, no ADC table being written): the same numbers all the same."""
+    data, logs, decs, root = dataset
+    families = "scavenging,adc_based"
+    out = root / "sa_full"
+    assert _evaluate(logs, decs, out, root / "st_sa", "--by-day", estimators=families) == 0
+    running = _read(out / "running")
+    by_day = _read(out / "estimates_by_day")
+    shown = 0
+    for i, day in enumerate(DAYS):
+        fresh = root / f"sa_prefix_{i}"
+        assert _evaluate(logs, decs, fresh, root / f"st_sa_{i}", "--from", DAYS[0], "--to", day,
+                         estimators=families) == 0
+        est = pd.read_parquet(fresh / "estimates")
+        est = est[est["interval_kind"] != "bound"].drop_duplicates(KEY).sort_values(KEY).reset_index(drop=True)
+        at = running[running["dt"] == day].sort_values(KEY).reset_index(drop=True)
+        _close(at, est, ("value", "std_error", "ci_low", "ci_high", "n_events"))
+        shown += int(np.isfinite(at["value"].to_numpy(float)).sum())
+        one = root / f"sa_day_{i}"      # and each by-day row, a fresh run over its day
+        assert _evaluate(logs, decs, one, root / f"st_sa_day_{i}", "--from", day, "--to", day,
+                         estimators=families) == 0
+        est = pd.read_parquet(one / "estimates").sort_values(KEY + ["interval_kind"]).reset_index(drop=True)
+        mine = by_day[by_day["dt"] == day].sort_values(KEY + ["interval_kind"]).reset_index(drop=True)
+        _close(mine, est, ("value", "std_error", "ci_low", "ci_high", "n_events"))
+    assert shown >= 3 * 3        # identified rows: scavenging's and factored's or reorder's, on every prefix
 
 
 def _events(data) -> dict:
@@ -262,3 +290,28 @@ def test_ranking_estimates_carry_their_sequence(full):
         else:
             assert r.cs_low <= r.cs_high and pd.isna(r.cs_reason), r
     assert ranking["cs_low"].notna().any()
+
+
+def test_slotted_logs_by_day_and_running_say_why_as_a_fresh_run(tmp_path):
+    """Slotted logs (each ad at one position): no ADC is identified, and a --by-day window or a running/ prefix
+    says so without making the ADC table (adc_source._none_identified), in the words a fresh run uses."""
+    gen = tmp_path / "gen"
+    assert main(["generate", "--engine", "duckdb", "--layout", "slotted", "--days", "2", "--events-per-day", "400",
+                 "--seed", "4", "--start-date", "2026-03-01", "--out", str(gen)]) == 0
+    logs, decs = str(gen / "logs"), str(gen / "decisions")
+    out = tmp_path / "by_day"
+    assert _evaluate(logs, decs, out, tmp_path / "st", "--by-day", estimators="adc_based") == 0
+    fresh = tmp_path / "fresh"
+    assert _evaluate(logs, decs, fresh, tmp_path / "st_fresh", "--from", "2026-03-02", "--to", "2026-03-02",
+                     estimators="adc_based") == 0
+    want = pd.read_parquet(fresh / "estimates").sort_values(KEY).reset_index(drop=True)
+    assert (~want["identified"]).all() and want["reason"].str.contains("pass --adc").all()
+    for table in ("estimates_by_day", "running"):
+        got = _read(out / table)
+        got = got[got["dt"] == "2026-03-02"].sort_values(KEY).reset_index(drop=True)
+        if table == "running":
+            fresh2 = tmp_path / "fresh2"
+            assert _evaluate(logs, decs, fresh2, tmp_path / "st_fresh2", "--from", "2026-03-01", "--to",
+                             "2026-03-02", estimators="adc_based") == 0
+            want = pd.read_parquet(fresh2 / "estimates").sort_values(KEY).reset_index(drop=True)
+        assert list(got["reason"]) == list(want["reason"]) and len(got)

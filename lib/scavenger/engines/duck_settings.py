@@ -63,6 +63,18 @@ def check_threads_setting(text: str, name: str = "SCAVENGER_DUCKDB_THREADS") -> 
     return int(value)
 
 
+def check_workers_setting(text: str, name: str = "SCAVENGER_WINDOW_WORKERS") -> int:
+    """The worker processes of the --by-day windows (pipelines/window_pool.py), or UsageError (exit 2): a whole
+    number from 1 (one window at a time) to 4x the machine's cores."""
+    from ..errors import UsageError
+
+    value = str(text).strip()
+    if not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= max_threads():
+        raise UsageError(f"{name}={text!r}: expected a whole number of worker processes from 1 (one window at a "
+                         f"time) to {max_threads()} (4 x the {os.cpu_count() or 1} core(s) of this machine)")
+    return int(value)
+
+
 def check_temp_setting(path: str, name: str = "SCAVENGER_DUCKDB_TEMP") -> str:
     """The spill directory ``path`` (created when missing, then a file written and removed in it), or UsageError
     (exit 2) naming the variable: DuckDB spills there only when memory runs short, too late to fail cleanly."""
@@ -88,12 +100,14 @@ def check_temp_setting(path: str, name: str = "SCAVENGER_DUCKDB_TEMP") -> str:
 
 
 def check_environment() -> dict:
-    """SCAVENGER_DUCKDB_MEMORY, _THREADS and _TEMP checked (UsageError, exit 2, naming the variable) before any
-    engine starts; returns the settings that are set (a blank one counts as unset)."""
+    """SCAVENGER_DUCKDB_MEMORY, _THREADS and _TEMP and SCAVENGER_WINDOW_WORKERS checked (UsageError, exit 2,
+    naming the variable) before any engine starts; returns the settings that are set (a blank one counts as
+    unset)."""
     checked = {}
     for name, check in (("SCAVENGER_DUCKDB_MEMORY", check_memory_setting),
                         ("SCAVENGER_DUCKDB_THREADS", check_threads_setting),
-                        ("SCAVENGER_DUCKDB_TEMP", check_temp_setting)):
+                        ("SCAVENGER_DUCKDB_TEMP", check_temp_setting),
+                        ("SCAVENGER_WINDOW_WORKERS", check_workers_setting)):
         value = os.environ.get(name)
         if value is not None and value.strip():          # set but blank: unset, as always
             checked[name] = check(value, name)

@@ -25,7 +25,11 @@ def _tables(stats) -> dict:
 
 def _policy_inputs(stats, p: str, options) -> dict:
     """One target's rows of the factored tables, its T_a and eligibility-strata shares, and whether it re-orders
-    the logged ads on every event."""
+    the logged ads on every event (made once per window and policy: factored and reorder both read them)."""
+    return options.cached(("adc_inputs", p), lambda: _made_policy_inputs(stats, p, options))
+
+
+def _made_policy_inputs(stats, p: str, options) -> dict:
     from . import factored as F
 
     t = options.cached("adc_tables", lambda: _tables(stats))

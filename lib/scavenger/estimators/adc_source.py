@@ -11,6 +11,9 @@ import numpy as np
 import pandas as pd
 
 
+ADC_HINT = "pass --adc with an ADC table estimated from ranked logs"
+
+
 @dataclass
 class AdcContext:
     """The ADC vector the factored and re-ordering estimates of a run use (:func:`resolve_adc`)."""
@@ -33,7 +36,6 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
     if not len(ad_position):
         return {}
     m = rewarded(ad_position).groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
-    shown = ad_position.groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
     out = {}
     if 1 not in m.columns:
         return {int(p): "no ad was shown at position 1, the reference of every ADC" for p in m.columns}
@@ -46,7 +48,7 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
             shared = int(((m > 0).sum(axis=1) > 1).sum())
             out[int(p)] = ("ADCs are not identifiable: no ad was shown at more than one position"
                            if shared == 0 else f"not identifiable: no ad was shown at both position 1 and {p}")
-            if shared == 0 and int(((shown > 0).sum(axis=1) > 1).sum()):
+            if shared == 0 and _moved(ad_position):
                 # the ads did move between positions, but no slot reward of theirs is known (slate rewards only)
                 out[int(p)] = ("ADCs are not identifiable: no slot reward is known where an ad was shown at more "
                                "than one position (rows with a slate_reward and null slot rewards); the ADCs "
@@ -54,13 +56,20 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
     return out
 
 
-def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float) -> pd.DataFrame:
+def _moved(ad_position: pd.DataFrame) -> bool:
+    """Whether some ad was shown at more than one position (its impressions, a reward known or not)."""
+    return bool((ad_position[ad_position["m"] > 0].groupby("ad_id")["position"].nunique() > 1).any())
+
+
+def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float, full: bool = True) -> pd.DataFrame:
     """The ADC table with identification: rows the data cannot identify carry NaN and the reason; an identified row
-    without an interval (width 0: no variation in its rewards) the reason for that."""
+    without an interval (width 0: no variation in its rewards) the reason for that. ``full=False``: the coefficients
+    and delta standard errors only (no bootstrap rows, no notes), what a window whose ADC table is not written
+    reads (:func:`resolve_adc`)."""
     from . import attention_decay as A
 
     ap = stats.table("ad_position")
-    table = A.adc_table(ap, methods, level, dcg_base, smoothing)
+    table = A.adc_table(ap, methods, level, dcg_base, smoothing, bootstrap=full)
     reasons = adc_identification(ap)
     table["identified"] = [int(p) not in reasons for p in table["position"]]
     table["reason"] = [reasons.get(int(p)) for p in table["position"]]
@@ -75,6 +84,8 @@ def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float) ->
     bad = ~table["identified"]
     for c in ("coefficient", "std_error", "ci_low", "ci_high"):
         table.loc[bad, c] = math.nan
+    if not full:
+        return table
     # an identified C_i whose interval would have width 0 has none (estimators/attention_decay._interval): say why
     flat = table["identified"] & (table["position"] > 1) & (table["std_error"] == 0) & table["ci_low"].isna()
     table.loc[flat, "reason"] = [
@@ -109,8 +120,16 @@ def resolve_adc(stats, ctx: AdcContext) -> None:
 
     opts = ctx.options
     if opts.adc in (None, "", "estimate"):
-        ctx.adc_table = adc_rows(stats, A.METHODS, opts.level, opts.dcg_base, A.SMOOTHING)
+        # a --by-day window or a running/ prefix writes no ADC table: the method used, its coefficients and delta
+        # standard errors only (the same C and C_se), in a fraction of the time
+        keep = getattr(opts, "keeps_side", True) or opts.adc_method not in A.METHODS
         ctx.adc_source = "estimated"
+        why = None if keep else _none_identified(stats)
+        if why:          # no ADC to estimate (the window's table would say why): the same reason, no table
+            ctx.adc_reason = f"{why}; {ADC_HINT}"
+            return
+        ctx.adc_table = adc_rows(stats, A.METHODS if keep else (opts.adc_method,), opts.level, opts.dcg_base,
+                                 A.SMOOTHING, full=keep)
     else:
         ctx.adc_table = read_adc_table(opts.adc)
         ctx.adc_source = str(opts.adc)
@@ -129,7 +148,7 @@ def resolve_adc(stats, ctx: AdcContext) -> None:
             if "identified" in sub.columns else []  # noqa: E712
         ctx.adc_reason = (reasons[0] if reasons else f"the ADC vector has missing or non-positive coefficients "
                                                       f"{np.round(C[:K], 4).tolist()}") + \
-            "; pass --adc with an ADC table estimated from ranked logs"
+            f"; {ADC_HINT}"
         ctx.C = None
         return
     ctx.C = C
@@ -138,6 +157,16 @@ def resolve_adc(stats, ctx: AdcContext) -> None:
     ctx.C_se = se if se is not None and len(se) == len(C) else None
     if ctx.adc_source == "estimated":   # same impressions: the joint delta method (estimators/propagate.py)
         ctx.adc_influence = P.influence(stats.table("ad_position"), opts.adc_method, A.SMOOTHING)
+
+
+def _none_identified(stats) -> str | None:
+    """The reason no ADC of positions 2..K is identified where the logs show every position 1..K (slotted logs: each
+    ad at one position), as the ADC table would give it for position 2; None otherwise (the table is needed)."""
+    ap, K = stats.table("ad_position"), max(stats.K, 1)
+    if K < 2 or not len(ap) or set(pd.to_numeric(ap["position"]).astype(int)) != set(range(1, K + 1)):
+        return None
+    reasons = adc_identification(ap)
+    return reasons[2] if all(p in reasons for p in range(2, K + 1)) else None
 
 
 def read_adc_table(path: str) -> pd.DataFrame:

@@ -95,11 +95,12 @@ class EstimateOptions:
     table; ``side["adc"]``: the ADC table used)."""
 
     def __init__(self, options, window: str = "", day=None, parent: "EstimateOptions | None" = None,
-                 derived=(), named=(), window_stats=None):
+                 derived=(), named=(), window_stats=None, upto=None):
         self._options = options
         self.window = window
         self.day = day
-        self.window_stats = window_stats     # --by-day: the whole window's statistics beside the day's
+        self.upto = upto                     # running/: the last day of the prefix window estimated
+        self.window_stats = window_stats     # --by-day: the whole window's statistics beside the day's (prefix's)
         self.derived = frozenset(derived)
         self.named = frozenset(named)
         self._cache: dict = {}
@@ -115,6 +116,12 @@ class EstimateOptions:
     def options(self):
         return self._options
 
+    @property
+    def keeps_side(self) -> bool:
+        """Whether ``side`` is written: the run's window, not a --by-day window or a running/ prefix (their
+        estimates only are kept, so a family may skip what it makes for ``side`` alone)."""
+        return self.day is None and self.upto is None
+
     def cached(self, key, fn):
         if key not in self._cache:
             self._cache[key] = fn()
@@ -128,3 +135,8 @@ class EstimateOptions:
     def for_day(self, day, window: str, window_stats=None) -> "EstimateOptions":
         """The options of one day of a --by-day run: its own ``cached``, the run's ``shared``."""
         return EstimateOptions(self._options, window, day, self, self.derived, self.named, window_stats)
+
+    def for_prefix(self, upto, window: str, window_stats=None) -> "EstimateOptions":
+        """The options of running/'s prefix window through ``upto``: its own ``cached`` (as a fresh run over that
+        window has), the run's ``shared``."""
+        return EstimateOptions(self._options, window, None, self, self.derived, self.named, window_stats, upto)

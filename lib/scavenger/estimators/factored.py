@@ -68,6 +68,11 @@ def ad_strata(ad_position: pd.DataFrame, min_per_ad: float = 20.0) -> pd.Series 
 
     if not len(ad_position) or "ev" not in ad_position.columns or "stratum_min" not in ad_position.columns:
         return None
+    lo, hi = ad_position["stratum_min"], ad_position["stratum_max"]
+    if (lo.notna() & hi.notna() & (lo != hi)).any():
+        # a row shows its ad under two values: that ad is split, so no partition (as partition_strata finds, in a
+        # fraction of its time: every by-day window and running/ prefix asks)
+        return None
     slot = ad_position.assign(logging_policy="*", n=ad_position["m"])
     return partition_strata(slot, min_per_ad).get("*")
 

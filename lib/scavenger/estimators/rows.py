@@ -166,13 +166,15 @@ def pair_support(stats, policy_id) -> float:
                                                                                        max_p=("max_p", "max"))
         m = tp.rename(columns={"pos_j": "position"}).merge(shown, on=["logging_policy", "position", "ad_id"],
                                                            how="left")
-        return dict(tuple(m.assign(_supported=~unsupported(m)).groupby("policy_id", sort=False)))
+        mass = m["s_p"].astype(float)
+        g = pd.DataFrame({"policy_id": m["policy_id"], "total": mass, "supported": mass.where(~unsupported(m), 0.0)}
+                         ).groupby("policy_id", sort=False).sum()
+        return dict(zip(g.index, zip(g["total"].to_numpy(), g["supported"].to_numpy())))
 
-    m = derived(stats, "pair_support_rows", by_policy).get(policy_id)
-    total = float(m["s_p"].sum()) if m is not None else 0.0
+    total, supported = derived(stats, "pair_support_sums", by_policy).get(policy_id, (0.0, 0.0))
     if not total > 0:
         return math.nan
-    return float(m.loc[m["_supported"], "s_p"].sum()) / total
+    return float(supported) / float(total)
 
 
 def slot_weight_bounds(stats) -> np.ndarray:

@@ -170,18 +170,21 @@ def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: floa
     estimators/rows.weight_and_reward_bounds: the held slots times their declared maximum); default the logged
     rewards' range, at least [0, 1]."""
     ls = stats.table("log_summary")
-    targets = stats.table("base_targets").rename(columns={"base_policy": "key"})
     pe = stats.table("policy_events")
     if not len(ls) or not len(pe):
         return pd.DataFrame(columns=ROW_COLUMNS)
+    named = pe[~(pe["n_with_base"] < pe["n_events"]) & ~(pe["n_events"] == 0)]     # a base on every event
+    if policies:
+        named = named[named["policy_id"].isin(list(policies))]
+    if not len(named):                     # no target to estimate: base_targets is not read (nor merged)
+        return pd.DataFrame(columns=ROW_COLUMNS)
+    targets = stats.table("base_targets").rename(columns={"base_policy": "key"})
     n_actions = len(ls)          # k: the logging (base) policies of the window
     log_k = math.log(n_actions)
     rr = _reward_range(ls) if reward_range is None else float(reward_range)
     rows = []
-    for _, p in pe.sort_values("policy_id").iterrows():
+    for p in named.sort_values("policy_id").to_dict("records"):
         pid = p["policy_id"]
-        if (policies and pid not in policies) or p["n_with_base"] < p["n_events"] or p["n_events"] == 0:
-            continue
         n = float(p["n_events"])
         tg = targets[targets["policy_id"] == pid]
         # T_a among the events this policy decides (base_targets' t), not among every logged event

@@ -15,17 +15,18 @@ from .rows import derived, not_identified, reorder_reason, reorders_logged_slate
 EL_SUMS = ("sum_w", "sum_w2", "sum_wr", "sum_w2r", "sum_w2r2")
 
 
-def scavenging_sums(stats, by_dt: bool = False) -> pd.DataFrame:
+def scavenging_sums(stats, by_dt: bool = False, prefixes: tuple = ()) -> pd.DataFrame:
     """Per (policy, held positions[, dt]): the direct approach reduced by the engine from the big slate tables:
     t_s (logged events holding those positions), n_target, n_unsupported (target events whose slate was never
     logged), n_match, actions_used, v = sum_a S_a/T_a, var_clt = sum_a s2_a/T_a, inv_sqrt_t = sum over used
-    actions of T_a^(-1/2), and the weighted sums of w = t_s/T_a over matched events (for the EL interval)."""
+    actions of T_a^(-1/2), and the weighted sums of w = t_s/T_a over matched events (for the EL interval);
+    ``prefixes``: those of each prefix window through each of these days (dt: its last day), in one statement."""
     from ..statistics.sql.reduce import scavenging
 
     if "slate_covered" not in stats.big or "slate_targets" not in stats.big:
         return pd.DataFrame()
     return stats.engine.fetch(scavenging(stats.big["slate_covered"], stats.big["slate_targets"],
-                                         stats.big_where(), by_dt), "scavenging_sums")
+                                         stats.big_where(), by_dt, tuple(prefixes)), "scavenging_sums")
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,22 @@ class _Direct:
 
 
 def _window_sums(stats, options) -> pd.DataFrame:
-    """The direct approach's sums of the window, or of the day (--by-day: one reduction by dt for every day of the
-    run, shared, instead of one per day)."""
-    if options.day is None or options.window_stats is None:
+    """The direct approach's sums of the window, of the day or of the prefix window through ``options.upto``
+    (--by-day: one reduction by dt for every day of the run and one for every prefix of running/, shared, instead
+    of one per day and one per prefix)."""
+    whole = options.window_stats
+    if whole is None or (options.day is None and options.upto is None):
         return scavenging_sums(stats)
-    by_dt = options.shared("scavenging_sums_by_dt", lambda: scavenging_sums(options.window_stats, by_dt=True))
+    if options.upto is not None:
+        last = options.upto
+        by_dt = options.shared("scavenging_sums_by_prefix",
+                               lambda: scavenging_sums(whole, prefixes=sorted(whole.dates)))
+    else:
+        last = options.day
+        by_dt = options.shared("scavenging_sums_by_dt", lambda: scavenging_sums(whole, by_dt=True))
     if not len(by_dt):
         return by_dt
-    return by_dt[by_dt["dt"] == options.day].drop(columns=["dt"])
+    return by_dt[by_dt["dt"] == last].drop(columns=["dt"]).reset_index(drop=True)
 
 
 def _direct(stats, options) -> dict:

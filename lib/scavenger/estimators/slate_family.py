@@ -17,26 +17,36 @@ def slate_moments(stats, policy_id: str, fold: int | None = None):
     """SlateMoments of a policy over the window (summed over logging policies and folds, or one fold)."""
     from .slate_moments import SlateMoments
 
-    sm = stats.table("slate_moments")
-    if not len(sm):
+    t = derived(stats, "slate_moment_rows", lambda: _moment_rows(stats.table("slate_moments")))
+    if t is None:
         return None
-    by_policy = derived(stats, "slate_moments_by_policy", lambda: dict(tuple(sm.groupby("policy_id", sort=False))))
-    rows = by_policy.get(policy_id, sm.iloc[0:0])
-    if fold is not None:
-        rows = rows[rows["fold"] == fold]
-    if not len(rows):
+    idx = t["rows"].get(policy_id)
+    if idx is not None and fold is not None:
+        idx = idx[t["fold"][idx] == fold]
+    if idx is None or not len(idx):
         return None
-    K = moments_k(rows)
-    vals = rows.drop(columns=[c for c in ("dt", "policy_id", "logging_policy", "fold") if c in rows.columns])
-    arr = vals.to_numpy(dtype=float)
-    if "n" in vals.columns:   # NaN beside events (n > 0) is 0 * inf or inf - inf, not an empty sum: weights beyond
-        with np.errstate(invalid="ignore"):                   # double precision, which must not sum away as 0
-            arr = np.where(np.isnan(arr) & (vals["n"].to_numpy(dtype=float) > 0)[:, None], np.inf, arr)
-    is_max = np.array([_is_max("slate_moments", c) for c in vals.columns])
+    arr = t["values"][idx]
     with np.errstate(invalid="ignore"):
         top = np.where(np.isnan(arr), -np.inf, arr).max(axis=0)
-    total = np.where(is_max, np.where(top > -np.inf, top, np.nan), np.nansum(arr, axis=0))
-    return SlateMoments.from_flat(dict(zip(vals.columns, total.tolist())), K)
+    total = np.where(t["is_max"], np.where(top > -np.inf, top, np.nan), np.nansum(arr, axis=0))
+    return SlateMoments.from_flat(dict(zip(t["columns"], total.tolist())), t["K"])
+
+
+def _moment_rows(sm) -> dict | None:
+    """The window's slate moments as one array (NaN beside events, n > 0, as inf: 0 * inf or inf - inf, weights
+    beyond double precision, which must not sum away as 0), with each policy's rows: read once per window by
+    every estimator, policy and fold (:func:`slate_moments`)."""
+    if not len(sm):
+        return None
+    vals = sm.drop(columns=[c for c in ("dt", "policy_id", "logging_policy", "fold") if c in sm.columns])
+    arr = vals.to_numpy(dtype=float)
+    if "n" in vals.columns:
+        with np.errstate(invalid="ignore"):
+            arr = np.where(np.isnan(arr) & (vals["n"].to_numpy(dtype=float) > 0)[:, None], np.inf, arr)
+    return {"values": arr, "columns": list(vals.columns), "K": moments_k(sm),
+            "is_max": np.array([_is_max("slate_moments", c) for c in vals.columns], dtype=bool),
+            "rows": sm.groupby("policy_id", sort=False).indices,
+            "fold": sm["fold"].to_numpy() if "fold" in sm.columns else np.full(len(sm), -1)}
 
 
 def _prepared(stats, policy_id: str, options) -> dict:
@@ -72,7 +82,8 @@ def _prepared(stats, policy_id: str, options) -> dict:
     out["supported"] = pair_support(stats, policy_id)
     from . import slate as S
 
-    options.side["diagnostics"].extend(S.diagnostics_frame(m, policy_id, options.prior_mean).to_dict("records"))
+    if getattr(options, "keeps_side", True):
+        options.side["diagnostics"].extend(S.diagnostics_frame(m, policy_id, options.prior_mean).to_dict("records"))
     return out
 
 

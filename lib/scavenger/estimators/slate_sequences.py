@@ -144,6 +144,7 @@ def term_blocks(moments: list, name: str, bounds, options=None, minus_logging: b
         b, m = moments[i - 1]
         return shared(("cs_cum", key, b, m.K), lambda: m if i == 1 else before(i - 1).add(m))
 
+    limits = (float(wmax), tuple(np.asarray(ymax, dtype=float).ravel()), float(rmin), float(rmax))
     rows = []
     for i, (block, m) in enumerate(moments):
         if shared is None:
@@ -159,7 +160,6 @@ def term_blocks(moments: list, name: str, bounds, options=None, minus_logging: b
         if shared is None:
             rows.append(row())
             continue
-        limits = (float(wmax), tuple(np.asarray(ymax, dtype=float).ravel()), float(rmin), float(rmax))
         rows.append(shared(("cs_term", key, name, minus_logging, block, m.K, limits), row))
     return CS.Blocks.of(rows)
 

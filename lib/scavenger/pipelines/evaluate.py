@@ -16,10 +16,10 @@ from ..checks import assumptions as A
 from ..errors import DataCheckFailed, UsageError
 from ..estimators.declaration import EstimateOptions
 from ..estimators.rows import not_identified
-from .common import (GateConfig, Inputs, Window, by_day_dates, concat_days, counted, empty_day_reason,
-                     require_clean_rows, run_window)
+from .common import GateConfig, Inputs, Window, counted, require_clean_rows, run_window
 from .names import check_policy_names
 from .derived import derived_policies
+from .by_day import by_day as by_days
 from .diagnostics import diagnostics as _diagnostics
 from .estimate_rows import run_estimators
 from .target_gate import PolicyVerdicts, gate_rows
@@ -210,7 +210,8 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
         if unused_diag:
             diag = pd.concat([diag, pd.DataFrame(unused_diag, columns=list(diag.columns)).astype(diag.dtypes)],
                              ignore_index=True)
-        by_day = _by_day(stats, policies, run, opts, window, verdicts, gate.enforce) if options.by_day else None
+        by_day = by_days(stats, policies, run, opts, window, lambda rows, name: finish(
+            rows, name, window, opts.level, verdicts, gate.enforce)) if options.by_day else None
         diffs, running = _running(stats, policies, run, opts, options, window)
         named = _named(options.estimators)
         refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
@@ -268,31 +269,3 @@ def _running(stats, policies, run, opts: EstimateOptions, options: EvaluateOptio
     diffs = R.differences(stats, policies, run, opts, options.baseline)
     return diffs, (R.running(stats, policies, run, opts, options.baseline, window.absent) if options.by_day
                    else None)
-
-
-def _by_day(stats, policies, run, opts: EstimateOptions, window, verdicts=None, enforce=False) -> pd.DataFrame:
-    """One estimate per day of the window, from the stored per-day statistics (no extra scan)."""
-    frames, blank, absent = [], None, []
-    for d in by_day_dates(window):
-        if blank is not None and d in window.absent:     # a day without logs: the first one's rows, renamed
-            absent.append(d)
-            continue
-        day = stats.day(d)
-        est = finish(estimate_window(day, policies, run, opts.for_day(d, d.isoformat(), stats)), d.isoformat(),
-                     window, opts.level, verdicts, enforce)
-        why = empty_day_reason(day, d, window.absent)
-        if why:      # every estimator's own reason would blame its inputs (no base policy, no ADC, ...)
-            est = est.assign(identified=False, recommended=False, reason=why)
-        frames.append(est.assign(dt=d))
-        blank = est if d in window.absent else blank
-    if absent:
-        frames.append(_absent_days(blank, absent, window.absent))
-    return concat_days(frames).sort_values("dt", kind="stable").reset_index(drop=True)
-
-
-def _absent_days(blank: pd.DataFrame, days: list, absent) -> pd.DataFrame:
-    """The --by-day rows of ``days`` without logs: the rows of the first such day, once per day, each naming its day."""
-    rows = blank.iloc[np.tile(np.arange(len(blank)), len(days))].reset_index(drop=True)
-    day = np.repeat(np.array(days, dtype=object), len(blank))
-    return rows.assign(window=[d.isoformat() for d in day], reason=[empty_day_reason(None, d, absent) for d in day],
-                       dt=day)

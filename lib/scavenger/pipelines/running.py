@@ -9,12 +9,12 @@
   fresh run over that prefix window gives (the estimators run on the prefix's merged tables; the confidence
   sequence over the prefix's blocks is the running band at dt).
 
-Cost (30 days of 20,000 slotted events, DuckDB, the default estimators, 4 targets): the prefixes' estimators take
-about 8 s and the by-day windows' 5.5 s, whatever the events a day (each window's tables are small); a prefix
-merges only the tables its estimators read (statistics/lazy_tables.py) and the derived frames several estimators
-share are made once per window (WindowStats.memo). A cold `evaluate --by-day --baseline logging` took 1.93x a plain
-one at 20,000 events a day (29.4-30.0 s against 14.8-15.9 s; the 61 windows' estimators 27 s of profiled time, 0.44 s
-each, spread over every estimator's pandas work), 1.33x at 100,000 (the pass 45 s).
+Cost (30 days of 20,000 slotted events, DuckDB, the default estimators, 4 targets, 2 cores): the prefixes and the
+by-day windows, each a run of every estimator over a window's merged tables, ran in 3.1 s (5.2 s one at a time:
+pipelines/window_pool.py); a prefix merges only the tables its estimators read (statistics/lazy_tables.py), the
+derived frames several estimators share are made once per window (WindowStats.memo), the direct approach's sums of
+every prefix come from one statement (estimators/scavenging_family._window_sums), and a window whose tables are not
+written skips what only they need (EstimateOptions.keeps_side).
 """
 from __future__ import annotations
 
@@ -101,29 +101,44 @@ def difference_rows(stats, policies: list, run: list, options: EstimateOptions, 
 def running(stats, policies: list, run: list, options: EstimateOptions, baseline: str | None = None,
             absent=()) -> pd.DataFrame:
     """The running table (module doc): for each day of the window with logs, the estimators (and differences)
-    over the first day through it."""
-    frames, before = [], None
+    over the first day through it (the prefixes several at a time: pipelines/window_pool.py)."""
+    from . import window_pool
+
+    days = sorted(stats.dates)
     first = min([*stats.dates, *absent]) if stats.dates else None
-    for d in sorted(stats.dates):
-        prefix = stats.prefix(d, before)
-        before = prefix
-        label = f"{first.isoformat()}..{d.isoformat()}"
-        # the run's shared cache (each day's block moments and terms, estimators/slate_sequences.py), a cache of
-        # its own for the prefix window, as a fresh run over it has
-        opts = EstimateOptions(options.options, label, parent=options, derived=options.derived, named=options.named)
-        rows = [{**r, "baseline_id": None} for r in run_estimators(prefix, policies, run, opts)]
-        if baseline is not None:
-            rows += [_as_running(r) for r in difference_rows(prefix, policies, run, opts, baseline)]
-        df = pd.DataFrame(rows)
-        if not len(df):
-            continue
-        if "interval_kind" in df.columns:       # Theorem 3/4's bounds are no interval of the estimate
-            df = df[df["interval_kind"].fillna("") != "bound"]
-        df = df.drop_duplicates(["policy_id", "baseline_id", "estimator"], keep="first")
-        frames.append(df.assign(window=label, dt=d).reindex(columns=list(RUNNING_COLUMNS)))
+
+    def prefixes(chunk: list) -> list:
+        before = None
+        out = []
+        for d in chunk:
+            prefix = stats.prefix(d, before)      # one day merged onto the prefix before (a chunk's first: all)
+            before = prefix
+            out.append(_prefix_rows(prefix, d, f"{first.isoformat()}..{d.isoformat()}", policies, run, options,
+                                    baseline, stats))
+        return out
+
+    workers = window_pool.worker_count(stats.engine, len(days))
+    frames = [f for f in window_pool.map_windows(stats, days, prefixes, workers) if f is not None]
     if not frames:
         return pd.DataFrame(columns=list(RUNNING_COLUMNS))
     return pd.concat(frames, ignore_index=True)
+
+
+def _prefix_rows(prefix, d, label: str, policies: list, run: list, options: EstimateOptions, baseline, whole):
+    """The running rows of the prefix window through ``d`` (None: no row)."""
+    # the run's shared cache (each day's block moments and terms, estimators/slate_sequences.py), a cache of its
+    # own for the prefix window, as a fresh run over it has
+    opts = options.for_prefix(d, label, whole)
+    rows = [{**r, "baseline_id": None} for r in run_estimators(prefix, policies, run, opts)]
+    if baseline is not None:
+        rows += [_as_running(r) for r in difference_rows(prefix, policies, run, opts, baseline)]
+    df = pd.DataFrame(rows)
+    if not len(df):
+        return None
+    if "interval_kind" in df.columns:       # Theorem 3/4's bounds are no interval of the estimate
+        df = df[df["interval_kind"].fillna("") != "bound"]
+    df = df.drop_duplicates(["policy_id", "baseline_id", "estimator"], keep="first")
+    return df.assign(window=label, dt=d).reindex(columns=list(RUNNING_COLUMNS))
 
 
 def _as_running(r: dict) -> dict:

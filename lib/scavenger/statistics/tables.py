@@ -85,13 +85,14 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
         frames = t.align(frames, by_dt)
     df = pd.concat(frames, ignore_index=True)
     values = [c for c in df.columns if c not in keys and c != "dt"]
+    dtypes = dict(zip(df.columns, df.dtypes))          # one lookup, not a column made per value column
     agg = {}
     for c in values:
         how = t.rule(c)
         if how is not None:
             agg[c] = how
-        elif df[c].dtype == object and len(df) and isinstance(df[c].dropna().iloc[0] if df[c].notna().any()
-                                                               else None, (list, np.ndarray)):
+        elif dtypes[c] == object and len(df) and isinstance(df[c].dropna().iloc[0] if df[c].notna().any()
+                                                            else None, (list, np.ndarray)):
             agg[c] = _sum_arrays
         else:
             agg[c] = "sum"
@@ -173,7 +174,9 @@ def sorted_day(name: str, df: pd.DataFrame) -> pd.DataFrame:
 def _zero_filled(df: pd.DataFrame, cols: list) -> pd.DataFrame:
     """``df`` with nulls of ``cols`` as 0, block-wise (assigning thousands of columns one by one is slow); only
     the columns that hold a null."""
-    cols = [c for c in cols if df[c].hasnans] if cols else cols
+    if cols:
+        held = df[cols].isna().to_numpy().any(axis=0)      # one block-wise test, not a column made per column
+        cols = [c for c, h in zip(cols, held) if h]
     if not cols:
         return df
     return pd.concat([df.drop(columns=cols), df[cols].fillna(0)], axis=1)

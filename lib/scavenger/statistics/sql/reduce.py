@@ -4,14 +4,27 @@ collected)."""
 from __future__ import annotations
 
 
-def scavenging(actions: str, targets: str, where: str, by_dt: bool = False) -> str:
+def scavenging(actions: str, targets: str, where: str, by_dt: bool = False, prefixes: tuple = ()) -> str:
     """Exploration scavenging, direct approach (seed 001 sections 3 and 4.1; MATH.md). Within the stratum of the
     positions a row holds (held), T_a = logged events with slate a among the events the policy has a decision for
     (``actions``: the slate_covered table, keyed by policy_id; t_s likewise), S_a, Q_a = sums of r, r^2 over the events whose
     logged slate equals the target's. V_s = sum_a S_a/T_a; the CLT variance sum_a s2_a/T_a with
     s2_a = (Q_a - S_a^2/T_a)/(T_a - 1) (Q_a for T_a = 1); Theorem 3 uses sum over the target's logged actions of
     T_a^(-1/2). As an IPW mean over the stratum's t_s events with w = t_s/T_a on matched events: sum_w, sum_w2,
-    sum_wr, sum_w2r, sum_w2r2 and w_max."""
+    sum_wr, sum_w2r, sum_w2r2 and w_max.
+
+    ``prefixes`` (days): the sums of every prefix window of the window (its first day through each of them; dt the
+    prefix's last day) in one statement, each row of a day counted in the prefixes that hold it, instead of one
+    statement per prefix (evaluate --by-day's running/)."""
+    if prefixes:
+        by_dt = True
+        ends = ", ".join(f"DATE '{d.isoformat()}'" for d in prefixes)
+        # each row once per prefix that holds its day (a generator, not a join: Spark 4's planner lost dt in a
+        # join of a stored days' union with the prefix ends, "key not found: dt")
+        actions, targets = (f"(SELECT upto AS dt, {', '.join(cols)} FROM (SELECT {', '.join(cols)}, dt AS day, "
+                            f"explode(array({ends})) AS upto FROM {t} WHERE {where}) e WHERE day <= upto)"
+                            for t, cols in ((actions, _columns("slate_covered")), (targets, _columns("slate_targets"))))
+        where = "1 = 1"
     d = "dt, " if by_dt else ""
     on_dt = " AND g.dt = a.dt" if by_dt else ""
     s_dt = " AND g.dt = s.dt" if by_dt else ""
@@ -47,3 +60,10 @@ SELECT {gd}g.policy_id, g.held, max(s.t_s) AS t_s, max(s.n_actions) AS n_actions
 FROM g LEFT JOIN a ON g.policy_id = a.policy_id AND g.held = a.held AND g.slate_key = a.slate_key{on_dt}
 JOIN s ON g.policy_id = s.policy_id AND g.held = s.held{s_dt}
 GROUP BY {gd}g.policy_id, g.held"""
+
+
+def _columns(table: str) -> list:
+    """The columns of a big table but dt (statistics/declarations.py)."""
+    from ..tables import big_columns
+
+    return [c for c in big_columns()[table] if c != "dt"]

@@ -1,0 +1,116 @@
+"""The --by-day windows and running/'s prefixes run several at a time (pipelines/window_pool.py): the same rows as one
+at a time (1e-12), days without logs included; a chunk that asks for the engine or fails inside a worker runs again
+in the parent (where its error is raised); and the rules that keep the windows one at a time."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from helpers.reference import build_random, write_parquet
+from scavenger.cli import main
+from scavenger.pipelines import window_pool as P
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pool")
+    # 8 days with logs and two without (2026-03-04 and 2026-03-08) inside --from..--to
+    data = build_random(seed=11, K=2, n_ads=5, days=(0, 1, 2, 4, 5, 6, 8, 9), per_day=150,
+                        logging_policies=("lp_a",), with_nulls=True)
+    logs, decs = write_parquet(data, str(root / "in"))
+    return logs, decs, root
+
+
+def _run(dataset, workers: str, monkeypatch) -> dict:
+    logs, decs, root = dataset
+    monkeypatch.setenv(P.WORKERS_ENV, workers)
+    out = root / f"out_{workers}"
+    assert main(["evaluate", "--engine", "duckdb", "--gate", "off", "--logs", logs, "--decisions", decs,
+                 "--from", "2026-03-01", "--to", "2026-03-10", "--out", str(out), "--by-day",
+                 "--baseline", "logging", "--estimators", "all"]) == 0
+    return {t: _read(out / t) for t in ("estimates_by_day", "running")}
+
+
+def _read(path) -> pd.DataFrame:
+    parts = sorted(path.glob("dt=*"))
+    df = pd.concat([pd.read_parquet(p).assign(dt=p.name.split("=", 1)[1]) for p in parts], ignore_index=True)
+    keys = [c for c in ("dt", "policy_id", "baseline_id", "estimator", "interval_kind") if c in df.columns]
+    return df.sort_values(keys, na_position="first").reset_index(drop=True)
+
+
+def test_several_at_a_time_equal_one_at_a_time(dataset, monkeypatch):
+    calls = []
+    real = P.map_windows
+
+    def spy(stats, items, run_chunk, workers):
+        calls.append(workers)
+        return real(stats, items, run_chunk, workers)
+    monkeypatch.setattr(P, "map_windows", spy)
+    one = _run(dataset, "1", monkeypatch)
+    monkeypatch.setattr(P, "worker_count", lambda engine, n: 2 if n >= P.MIN_WINDOWS else 1)
+    two = _run(dataset, "2", monkeypatch)
+    assert calls == [1, 1, 2, 2]           # by-day then running/, one at a time, then two workers
+    for table in ("estimates_by_day", "running"):
+        assert len(one[table]) and set(one[table]["dt"]) == set(two[table]["dt"])
+        # equal to 1e-12, as a fresh run over a prefix is: a worker's first prefix merges its days at once, and
+        # DuckDB's threads sum in no fixed order (two runs one at a time differ by ~1e-16 too)
+        pd.testing.assert_frame_equal(one[table], two[table], check_exact=False, rtol=1e-12, atol=1e-12)
+    days = one["estimates_by_day"]
+    assert days.loc[days["dt"] == "2026-03-08", "reason"].str.startswith("no logs on 2026-03-08").all()
+    assert len(set(one["running"]["dt"])) == 8
+
+
+class _Engine:
+    name = "duckdb"
+
+    def fetch(self, x):
+        return x * 10
+
+
+class _Stats:
+    engine = _Engine()
+
+
+def test_a_chunk_that_asks_for_the_engine_runs_again_in_the_parent():
+    import os
+
+    parent, stats = os.getpid(), _Stats()
+
+    def run_chunk(part):
+        return [(x, stats.engine.fetch(x) if x == 5 else x, os.getpid() == parent) for x in part]
+    got = P.map_windows(stats, list(range(9)), run_chunk, 2)
+    assert [g[0] for g in got] == list(range(9))
+    assert [g[1] for g in got] == [0, 1, 2, 3, 4, 50, 6, 7, 8]
+    here = {g[0] for g in got if g[2]}
+    assert {0, 5} <= here                 # the first here (it fills the shared cache); 5's chunk again here
+    assert here != set(range(9))          # the other chunk in a worker
+    assert isinstance(stats.engine, _Engine)
+
+
+def test_an_error_inside_a_worker_is_raised_by_the_parent():
+    def run_chunk(part):
+        if 7 in part:
+            raise ValueError("window 7 is bad")
+        return part
+    with pytest.raises(ValueError, match="window 7 is bad"):
+        P.map_windows(_Stats(), list(range(9)), run_chunk, 2)
+
+
+def test_when_the_windows_run_one_at_a_time(monkeypatch):
+    monkeypatch.delenv(P.WORKERS_ENV, raising=False)
+    duck = _Engine()
+    spark = type("Spark", (), {"name": "spark"})()
+    assert P.worker_count(spark, 30) == 1                      # a Spark driver is never forked
+    assert P.worker_count(duck, P.MIN_WINDOWS - 1) == 1        # too few windows
+    monkeypatch.setenv(P.WORKERS_ENV, "1")
+    assert P.worker_count(duck, 30) == 1
+    monkeypatch.setenv(P.WORKERS_ENV, "many")
+    assert P.worker_count(duck, 30) == 1
+    monkeypatch.setenv(P.WORKERS_ENV, "2")
+    assert 1 <= P.worker_count(duck, 30) <= 2
+
+
+def test_chunks_are_contiguous_and_even():
+    assert P.chunks(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert P.chunks([1], 4) == [[1]]
+    assert sum(P.chunks(list(range(30)), 4), []) == list(range(30))
