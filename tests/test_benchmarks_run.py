@@ -23,7 +23,8 @@ RUN = REPO / "benchmarks" / "run"
 EVENTS, DAYS, INC_PER_DAY = 3000, 3, 100
 EXPECTED = {("evaluate", "duckdb", 1), ("evaluate", "duckdb", 8), ("reference", "duckdb", 1),
             ("reference", "spark", 1), ("reference", "duckdb", 8), ("reference", "spark", 8),
-            ("incremental", "duckdb", 1), ("one_day", "duckdb", 1), ("long_row", "duckdb", 1)}
+            ("incremental", "duckdb", 1), ("one_day", "duckdb", 1), ("long_row", "duckdb", 1),
+            ("by_day_plain", "duckdb", 4), ("by_day", "duckdb", 4)}
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,7 @@ def bench(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("bench")
     cmd = [sys.executable, str(RUN), "--events", str(EVENTS), "--days", str(DAYS), "--positions", "3",
            "--slot-sizes", "3,4,5", "--engines", "duckdb", "--incremental-events-per-day", str(INC_PER_DAY),
+           "--by-day-events-per-day", str(INC_PER_DAY),
            "--gate", "report", "--workdir", str(work)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200,
                           env=fast_jvm_env({**os.environ, "SCAVENGER_PROGRESS": "0"}))
@@ -77,7 +79,8 @@ def test_verdicts_compare_each_figure_with_its_target(bench):
     for what in ("evaluate (default engine for local files: DuckDB) / hand-written Spark query",
                  "evaluate --engine duckdb / hand-written DuckDB query", "8 policies / 1 policy (duckdb)",
                  "31-day window after one new day / one-day evaluate (duckdb)",
-                 "one 64-slot row added / the same logs without it (duckdb)"):
+                 "one 64-slot row added / the same logs without it (duckdb)",
+                 "30 days --by-day --baseline logging / the same evaluate without (duckdb"):
         line = next((v for v in verdicts if what in v), None)
         assert line is not None and line.rstrip().endswith(("-> met", "-> not met")), (what, verdicts)
         assert line in bench["stdout"]
