@@ -114,3 +114,16 @@ def test_chunks_are_contiguous_and_even():
     assert P.chunks(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
     assert P.chunks([1], 4) == [[1]]
     assert sum(P.chunks(list(range(30)), 4), []) == list(range(30))
+
+
+def test_a_worker_that_dies_leaves_its_windows_to_the_parent(capsys):
+    import os
+
+    parent = os.getpid()
+
+    def run_chunk(part):
+        if os.getpid() != parent and 6 in part:
+            os._exit(1)                   # a worker killed (out of memory, say)
+        return [x * 2 for x in part]
+    assert P.map_windows(_Stats(), list(range(9)), run_chunk, 2) == [x * 2 for x in range(9)]
+    assert "the window workers stopped (BrokenProcessPool" in capsys.readouterr().err

@@ -163,7 +163,8 @@ def _none_identified(stats) -> str | None:
     """The reason no ADC of positions 2..K is identified where the logs show every position 1..K (slotted logs: each
     ad at one position), as the ADC table would give it for position 2; None otherwise (the table is needed)."""
     ap, K = stats.table("ad_position"), max(stats.K, 1)
-    if K < 2 or not len(ap) or set(pd.to_numeric(ap["position"]).astype(int)) != set(range(1, K + 1)):
+    shown = pd.to_numeric(ap["position"], errors="coerce").dropna() if len(ap) else pd.Series(dtype=float)
+    if K < 2 or set(shown.astype(int)) != set(range(1, K + 1)):
         return None
     reasons = adc_identification(ap)
     return reasons[2] if all(p in reasons for p in range(2, K + 1)) else None
