@@ -54,24 +54,22 @@ def max_threads() -> int:
 
 def check_threads_setting(text: str, name: str = "SCAVENGER_DUCKDB_THREADS") -> int:
     """The thread count ``text``, or UsageError (exit 2): a whole number from 1 to 4x the machine's cores."""
-    from ..errors import UsageError
-
-    value = str(text).strip()
-    if not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= max_threads():
-        raise UsageError(f"{name}={text!r}: expected a whole number of threads from 1 to {max_threads()} "
-                         f"(4 x the {os.cpu_count() or 1} core(s) of this machine)")
-    return int(value)
+    return _count(text, name, "threads")
 
 
 def check_workers_setting(text: str, name: str = "SCAVENGER_WINDOW_WORKERS") -> int:
     """The worker processes of the --by-day windows (pipelines/window_pool.py), or UsageError (exit 2): a whole
     number from 1 (one window at a time) to 4x the machine's cores."""
+    return _count(text, name, "worker processes")
+
+
+def _count(text: str, name: str, what: str) -> int:
     from ..errors import UsageError
 
     value = str(text).strip()
     if not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= max_threads():
-        raise UsageError(f"{name}={text!r}: expected a whole number of worker processes from 1 (one window at a "
-                         f"time) to {max_threads()} (4 x the {os.cpu_count() or 1} core(s) of this machine)")
+        raise UsageError(f"{name}={text!r}: expected a whole number of {what} from 1 to {max_threads()} "
+                         f"(4 x the {os.cpu_count() or 1} core(s) of this machine)")
     return int(value)
 
 

@@ -11,7 +11,8 @@ One at a time instead (the rows are the same; only the time differs):
 
 A worker never touches the engine: its statistics' engine is a stub that raises, and a chunk that needs the engine, or
 fails in any way, is run again here, one window at a time, where the error (if any) is raised as it would be. A
-worker that dies (out of memory) does the same for every chunk, with a warning on stderr.
+worker that dies (out of memory: BrokenProcessPool), or a pool that cannot start or send its rows back, does the
+same for every chunk, with a warning on stderr.
 
 Measured (30 days of 20,000 slotted events, --by-day --baseline logging, 2 cores): the 30 days' and 30 prefixes'
 estimators took 5.2 s one at a time, 3.1 s with two workers (each worker's chunk as fast as one at a time; the fork
@@ -42,7 +43,7 @@ class _NoEngine:
 def worker_count(engine, n_windows: int) -> int:
     """How many workers the windows get (1: one at a time, here): see the module doc."""
     wanted = os.environ.get(WORKERS_ENV, "").strip()
-    try:
+    try:        # checked with the DuckDB settings before any engine starts (exit 2); a value set since: one at a time
         cap = int(wanted) if wanted else MAX_WORKERS
     except ValueError:
         print(f"warning: {WORKERS_ENV}={wanted!r} is not a count of workers; the windows run one at a time",
@@ -73,7 +74,7 @@ def map_windows(stats, items: list, run_chunk, workers: int) -> list:
     item here (it fills the shared cache), the rest by ``workers`` forked processes (see the module doc)."""
     global _JOB
     if workers <= 1 or len(items) < 2:
-        return [r for c in chunks(items, 1) for r in run_chunk(c)]
+        return run_chunk(list(items))
     head = run_chunk(items[:1])
     parts = chunks(items[1:], workers)
     _JOB = (stats, run_chunk)
