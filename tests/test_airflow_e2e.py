@@ -285,7 +285,7 @@ def test_daily_tables_equal_a_direct_command_line_run(daily_runs, spark, tmp_pat
     """The DAG's evaluate and adc outputs equal `scavenger <job>` run by hand with the same flags (fresh scan)."""
     from scavenger.cli import main
 
-    cfg, jobs = daily_runs["cfg"], daily_runs["jobs"]
+    cfg = daily_runs["cfg"]
     plan = P.daily_plan(C.merge_config(None, json.dumps(cfg)), DAY2)
     for name, step in (("adc", plan["adc"]), ("evaluate", plan["evaluate"][0])):
         args = list(step["application_args"])

@@ -3,7 +3,6 @@ the flag expects) or 3 (data that fail a check) and one line naming the file and
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pandas as pd

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.optimize import brentq, minimize
 from scipy.stats import chi2, norm
@@ -132,7 +131,6 @@ def test_ips_el_coverage_on_rare_matches():
 
 
 def test_no_match_not_identified_and_no_zero_width():
-    rng = np.random.default_rng(1)
     Y = np.zeros((300, 3))
     Y[:, 0] = 3.0
     m = S.SlateMoments.from_arrays(np.zeros(300), Y)              # no event matches every slot; all rewards 0

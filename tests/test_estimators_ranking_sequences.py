@@ -6,7 +6,6 @@ test at P = 0.001). Self-normalized forms and rows beyond the wide positions: nu
 from __future__ import annotations
 
 import itertools
-import math
 from types import SimpleNamespace
 
 import numpy as np

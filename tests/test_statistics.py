@@ -17,7 +17,8 @@ from scavenger.estimators.slate import SlateMoments
 from scavenger.pipelines.common import describe_inputs, window_dates
 from scavenger.statistics.scan import ScanPlan, StatsConfig
 from scavenger.statistics.store import Store
-from scavenger.statistics.tables import TABLES, merge, moments_k
+from scavenger.statistics.moment_columns import moments_k
+from scavenger.statistics.tables import TABLES, merge
 from scavenger.statistics.window import window_statistics
 
 REL = 1e-9
@@ -350,7 +351,7 @@ def _moments_by_definition(r, Y) -> dict:
 def test_moments_of_fewer_positions_pad_as_factors_of_one():
     """A day whose events hold positions 1..2 merged with K = 4: its moments equal those of the same events with
     Y_3 = Y_4 = 1 (the padding convention), every column computed by definition."""
-    from scavenger.statistics.tables import pad_moments
+    from scavenger.statistics.moment_columns import pad_moments
 
     rng = np.random.default_rng(3)
     r, Y = rng.random(50), rng.random((50, 2)) * 3

@@ -11,6 +11,7 @@ campaign in {all, men, women}; the full dataset has the same layout.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .contract import LOGS, load_contract
 from .errors import UsageError
@@ -24,6 +25,9 @@ from .obd_csv import (  # noqa: F401 - OBD_COLUMNS and the checks re-exported
 
 POLICIES = ("random", "bts")
 CAMPAIGNS = ("all", "men", "women")
+
+if TYPE_CHECKING:       # pandas only in annotations: the module loads without it until a frame is made
+    import pandas as pd
 
 
 def obd_files(root: str | Path, policies=POLICIES, campaigns=CAMPAIGNS) -> list[tuple[str, str, Path]]:

@@ -59,8 +59,8 @@ def _collision_row(st: dict, scope: str, j, k, cfg: AssumptionConfig) -> dict:
                    f"(nearly) do not overlap, nothing to test")
     if abs(ratio - 1.0) > cfg.collision_tol:
         if ratio < 1.0:
-            why = (f"fewer than if the slots were chosen independently: the slate is sampled without replacement "
-                   f"(ranked layout), not factorized")
+            why = ("fewer than if the slots were chosen independently: the slate is sampled without replacement "
+                   "(ranked layout), not factorized")
         else:
             why = (f"more than if the slots were chosen independently: slot {k} tends to repeat slot {j}'s ad "
                    f"(the slots are chosen together, or on a context the (context_id, day) strata do not hold), "

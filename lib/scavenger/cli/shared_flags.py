@@ -127,7 +127,7 @@ def prepare_inputs(args, decisions: bool = True):
 
 def batch_days(args, engine) -> int | None:
     """--batch-days, else Spark's spark.scavenger.scanBatchDays, else None: the window decides
-    (statistics/window.auto_batch_days: DuckDB batches a window larger than its memory)."""
+    (statistics/batches.auto_batch_days: DuckDB batches a window larger than its memory)."""
     if getattr(args, "batch_days", None) is not None:
         return int(args.batch_days)
     return engine.scan_batch_days()

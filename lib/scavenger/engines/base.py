@@ -125,7 +125,7 @@ class Engine:
 
     def scan_batch_days(self) -> int | None:
         """Days per statistics pass the engine's own settings ask for (Spark: spark.scavenger.scanBatchDays), or
-        None: the window decides (statistics/window.auto_batch_days)."""
+        None: the window decides (statistics/batches.auto_batch_days)."""
         return None
 
     def check_catalog(self, database: str) -> str:

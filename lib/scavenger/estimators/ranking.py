@@ -49,29 +49,20 @@ where rows hold slots beyond the pass's wide positions (n_beyond: their per-posi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .ranking_interval import design_el_interval
 from .ranking_sums import CROSS_CAP, PSEUDO_EVENTS, reward_model  # noqa: F401 - re-exported
+from .slate_basis import SlateEstimate
 
 NAMES = ("slate_iips", "slate_sniips", "slate_rips", "slate_snrips", "slate_cascade_dr")
 
 
-@dataclass(frozen=True)
-class RankingEstimate:
-    estimator: str
-    value: float
-    std_error: float
-    ci_low: float
-    ci_high: float
-    n_events: int
-    interval_kind: str = "el"
-    identified: bool = True
-    reason: str | None = None
-    extra: dict = field(default_factory=dict)
+# one estimator's answer: the slate family's (value, standard error, interval, events, kind, why), its interval an
+# empirical-likelihood one where it has one (estimators/ranking_interval.py)
+RankingEstimate = SlateEstimate
 
 
 class Sums:
@@ -107,7 +98,7 @@ class Sums:
 
 def _missing(name: str, n: float, reason: str, extra=None) -> RankingEstimate:
     nan = math.nan
-    return RankingEstimate(name, nan, nan, nan, nan, int(n), "none", False, reason, dict(extra or {}))
+    return RankingEstimate(name, nan, nan, nan, nan, int(n), "none", dict(extra or {}), False, reason)
 
 
 def _counts(s: Sums) -> dict:
@@ -190,11 +181,11 @@ def _finish(name: str, s: Sums, value: float, se: float, interval, extra=None) -
         return _missing(name, s.n, "the estimate is not finite: the weights' sums overflow double precision "
                                    "(a propensity of about 1e-155 or less)", extra)
     if why:
-        return RankingEstimate(name, value, se, math.nan, math.nan, int(s.n), "none", True, why, extra)
+        return RankingEstimate(name, value, se, math.nan, math.nan, int(s.n), "none", extra, True, why)
     if not lo <= value <= hi:
         extra["extended_to_estimate"] = True
         lo, hi = min(lo, value), max(hi, value)
-    return RankingEstimate(name, value, se, lo, hi, int(s.n), "el", True, None, extra)
+    return RankingEstimate(name, value, se, lo, hi, int(s.n), "el", extra)
 
 
 def _plain(name: str, s: Sums, fam: str, ymax, rb, level) -> RankingEstimate:

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from ..statistics.tables import _is_max, moments_k
+from ..statistics.moment_columns import moments_k
+from ..statistics.tables import _is_max
 from .declaration import Estimator
 from .intervals import MIN_MATCHING, matching_reason
 from .rows import (derived, not_identified, pair_support, reorder_reason, reorders_logged_slate, row,

@@ -37,7 +37,8 @@ def _frame_moments(frame: pd.DataFrame, K: int) -> dict:
     Y_k = 1), summed over logging policies; a NaN sum beside events is +inf (0 x inf or inf - inf: weights beyond
     double precision), as slate_family.slate_moments reads it. Only the sums (a block's term needs no maximum:
     max_W and max_Y are 0 here)."""
-    from ..statistics.tables import _is_max, fit_moments
+    from ..statistics.moment_columns import fit_moments
+    from ..statistics.tables import _is_max
 
     df = fit_moments(frame, K)
     cols = [c for c in df.columns if c not in ("dt", "policy_id", "logging_policy", "fold")
@@ -56,7 +57,7 @@ def block_moments(stats, policy_id: str, options=None) -> list:
     """[((day, fold), the policy's slate moments)] per block, in order: each day of the window (oldest first), fold
     0 then fold 1 (the pass's fair coin), in the window's K; blocks without events left out. Each day's moments are
     computed once a run (options.shared: the prefixes of running/ and the days of --by-day read the same days)."""
-    from ..statistics.tables import moments_k
+    from ..statistics.moment_columns import moments_k
 
     merged = stats.table("slate_moments")
     if not len(merged):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..errors import UsageError
 from . import fs
+from .dt_layout import DtLayout, dt_layout
 
 # a catalog table is qualified (``db.t`` or ``cat.db.t``): a bare word is a path, so a mistyped path is answered
 # "no such path" before any engine starts instead of starting Spark to look for a table
@@ -117,7 +118,7 @@ def _describe_files(text: str, contract, date_from, date_to, flag: str) -> Sourc
     uri = fs.normalize(text)
     if fs.is_local(uri) and not fs.exists(uri):
         raise UsageError(f"{flag}: no such path: {text}")
-    layout = fs.dt_layout(uri, contract.partition_column) if fs.isdir(uri) else fs.DtLayout({}, [], [])
+    layout = dt_layout(uri, contract.partition_column) if fs.isdir(uri) else DtLayout({}, [], [])
     parts = layout.days
     src = Source(kind="files", name=text, uri=uri, flag=flag,
                  undated=[fs.join(uri, n) for n in sorted(layout.undated + layout.other)] if parts else [])

@@ -160,10 +160,10 @@ def decision_rows_without_logs(inputs: Inputs, dates: list) -> dict:
     src = inputs.decisions
     if src is None or src.dates() is None or not dates:
         return {}
-    from ..statistics.window import _day_rows
+    from ..statistics.batches import day_rows
 
     lo, hi, logged = inputs.date_from or min(dates), inputs.date_to or max(dates), set(dates)
-    rows = {d: _day_rows(src, d) for d in src.dates() if lo <= d <= hi and d not in logged}
+    rows = {d: day_rows(src, d) for d in src.dates() if lo <= d <= hi and d not in logged}
     return {d: n for d, n in rows.items() if n}
 
 

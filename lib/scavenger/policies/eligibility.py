@@ -67,6 +67,7 @@ def _check_parquet(text: str) -> None:
 def read_eligibility(engine, src, name: str = "tr_elig") -> str:
     """Relation ``name`` of distinct (event_id, ad_id) or (dt, ad_id) rows; returns the level ('event' or 'dt')."""
     from ..io import fs
+    from ..io.dt_layout import dt_partitions
 
     raw = f"{name}_raw"
     if src.kind == "table":
@@ -75,7 +76,7 @@ def read_eligibility(engine, src, name: str = "tr_elig") -> str:
         files = [f[0] for f in fs.data_files(src.uri)]
         if not files:
             raise UsageError(f"--eligibility {src.name}: no Parquet files under {src.uri}")
-        engine.read_parquet(raw, files, root=src.uri if fs.dt_partitions(src.uri) else None)
+        engine.read_parquet(raw, files, root=src.uri if dt_partitions(src.uri) else None)
     cols = set(engine.columns(raw))
     if "ad_id" not in cols:
         raise UsageError(f"eligibility table {src.uri or src.obj} needs an ad_id column; has {sorted(cols)}")

@@ -36,7 +36,8 @@ from .sql import pairs_tables as PT
 from .sql import logs as L
 from .sql import ranking_tables as RT
 from ..estimators import ranking_sums as RS
-from .tables import TABLES, align_moments, partial_against_window, split_factored, split_policy_groups
+from .moment_columns import align_moments
+from .tables import TABLES, partial_against_window, split_factored, split_policy_groups
 
 BY_VALUE_EVENTS = 20  # ad_position sums per scope-key value first when the values average >= 20 events each
 

@@ -7,7 +7,7 @@
 
 A day is scanned when the store has no usable copy (store.Store.usable). Scans run in batches of
 ``batch_days`` consecutive missing days (0: one batch; None: as many days as the engine holds in memory,
-:func:`auto_batch_days`), each batch is stored before the next starts, and a batch
+statistics/batches.auto_batch_days), each batch is stored before the next starts, and a batch
 never spans a stored day, so the event ids of every earlier stored day are at hand for the cross-day duplicate
 check (``DUPLICATE_EVENT_ID`` against the days before the batch, or every other day with quarantine_all; the
 stored days a day read now makes stale are scanned again: statistics/copies.py).
@@ -20,11 +20,13 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from ..progress import phase
-from .copies import IdScope, old_ids, read_ahead, stale_days
+from .batches import auto_batch_days, batches, id_scope
+from .copies import stale_days
 from .scan import StatsConfig, adcs_identifiable, scan_days
 from .store import STORE_LAYOUT, Store, day_signature, fingerprint
 from .lazy_tables import LazyTables, _Pending
-from .tables import TABLES, big_columns, fit_moments, merge, merge_all, merge_tables, small_tables, sorted_day
+from .moment_columns import fit_moments
+from .tables import TABLES, big_columns, merge, merge_all, merge_tables, small_tables, sorted_day
 
 
 @dataclass
@@ -116,21 +118,6 @@ class WindowStats:
         return "dt IN (" + ", ".join(f"DATE '{d.isoformat()}'" for d in days) + ")" if days else "1 = 0"
 
 
-def _batches(missing: list, stored: set, size: int) -> list:
-    """Consecutive runs of missing days (split at stored days), cut to ``size`` days (0: no cut)."""
-    runs, cur = [], []
-    for d in sorted(missing):
-        if cur and any(cur[-1] < s < d for s in stored):
-            runs.append(cur)
-            cur = []
-        cur.append(d)
-    if cur:
-        runs.append(cur)
-    if size <= 0:
-        return runs
-    return [r[i:i + size] for r in runs for i in range(0, len(r), size)]
-
-
 def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsConfig = StatsConfig(),
                       store: Store | None = None, quarantine_dir: str | None = None, run_id: str = "adhoc",
                       decisions_key=None, batch_days: int | None = None, derived: list | None = None,
@@ -153,7 +140,7 @@ def window_statistics(engine, logs, decisions, dates: list, plan, config: StatsC
             loaded.append(d)
         else:
             missing.append(d)
-    scope, old = _id_scope(engine, logs, decisions, config, store, missing, dates, batch_days, first_look)
+    scope, old = id_scope(engine, logs, decisions, config, store, missing, dates, batch_days, first_look)
     for d in scope.again:
         manifests.pop(d)
         loaded.remove(d)
@@ -237,7 +224,7 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
     Kw = 0
     if batch_days is None:
         batch_days = auto_batch_days(engine, logs, decisions, missing)
-    runs = _batches(missing, stored - set(missing), batch_days)
+    runs = batches(missing, stored - set(missing), batch_days)
     for n, batch in enumerate(runs):
         label = f"one pass over {len(batch)} day(s) {min(batch)}..{max(batch)}"
         # the event ids of the other days (copies.IdScope); without a store, this run's earlier passes' (kept by
@@ -259,64 +246,6 @@ def _scan_missing(engine, logs, decisions, plan, config, store, quarantine_dir, 
             # a window scanned again (the ADC-based tables' second look) sees the same earlier days as one run
             scope.stored(batch)
     return K, Kw, runs, big_parts
-
-
-def _id_scope(engine, logs, decisions, config: StatsConfig, store, missing: list, dates: list, batch_days,
-              first_look) -> tuple:
-    """(copies.IdScope, the missing days' old ids) of the run's passes. quarantine_all reads the missing days'
-    ids ahead when another day's ids count (a store that holds other days, or several passes), and first makes
-    stale every stored day that shares an id with them: those of the window are ``scope.again``, scanned in
-    this run."""
-    both = config.rules.duplicates == "quarantine_all"
-    id_days = set(store.id_days()) if store else set()
-    old = old_ids(engine, store, [d for d in missing if d in id_days]) if store else None
-    scope = IdScope(both, id_days)
-    if not (both and missing):
-        return scope, old
-    size = batch_days if batch_days is not None else auto_batch_days(engine, logs, decisions, missing)
-    if not id_days - set(missing) and len(_batches(missing, set(), size)) < 2:
-        return scope, old
-    scope.ahead = read_ahead(engine, logs, missing)
-    scope.id_days -= set(missing)
-    stale = stale_days(engine, store, [scope.ahead], old, {*missing, *first_look}, True) if store else []
-    if stale:
-        from ..progress import note
-
-        note(f"{len(stale)} stored day(s) share event ids with a day read now (--duplicates quarantine_all flags "
-             f"every copy): {', '.join(d.isoformat() for d in stale[:5])}{' ...' if len(stale) > 5 else ''}; "
-             f"scanned again now when in the window, else when a window holds them")
-        for d in stale:
-            store.invalidate(d)
-        scope.again = [d for d in stale if d in set(dates)]
-    return scope, old
-
-
-def auto_batch_days(engine, logs, decisions, days) -> int:
-    """Days per pass when nobody chose (``--batch-days``): all in one pass unless the engine says how many input
-    rows it holds in memory (DuckDB: its memory limit over ROW_BYTES) and the days' Parquet files (row counts from
-    their footers) hold more, then as many days as fit. A batch that fits runs in memory instead of spilling: 100M
-    events in one DuckDB pass took 651 s at its memory limit."""
-    budget = getattr(engine, "row_budget", 0)
-    if not budget or not days:
-        return 0
-    rows = {}
-    for d in days:
-        n = [_day_rows(s, d) for s in (logs, decisions) if s is not None]
-        if any(x is None for x in n):
-            return 0
-        rows[d] = sum(n)
-    if sum(rows.values()) <= budget:
-        return 0
-    return max(1, int(budget // max(max(rows.values()), 1)))
-
-
-def _day_rows(source, day) -> int | None:
-    """Rows of a file source's day from the Parquet footers; None when not known without reading rows."""
-    from ..io import fs
-
-    if source.kind != "files" or None in source.days:
-        return None
-    return fs.parquet_rows(f for group in source.days.get(day, []) for f in group.files)
 
 
 def _split(tables: dict, batch: list) -> dict:
