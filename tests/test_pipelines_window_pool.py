@@ -40,16 +40,16 @@ def _read(path) -> pd.DataFrame:
 
 def test_several_at_a_time_equal_one_at_a_time(dataset, monkeypatch):
     calls = []
-    real = P.map_windows
+    real = P.start
 
-    def spy(stats, items, run_chunk, workers):
-        calls.append(workers)
-        return real(stats, items, run_chunk, workers)
-    monkeypatch.setattr(P, "map_windows", spy)
+    def spy(stats, jobs, workers):
+        calls.append((len(jobs), workers))
+        return real(stats, jobs, workers)
+    monkeypatch.setattr(P, "start", spy)
     one = _run(dataset, "1", monkeypatch)
     monkeypatch.setattr(P, "worker_count", lambda engine, n: 2 if n >= P.MIN_WINDOWS else 1)
     two = _run(dataset, "2", monkeypatch)
-    assert calls == [1, 1, 2, 2]           # by-day then running/, one at a time, then two workers
+    assert calls == [(2, 1), (2, 2)]       # by-day and running/ started together: one at a time, two workers
     for table in ("estimates_by_day", "running"):
         assert len(one[table]) and set(one[table]["dt"]) == set(two[table]["dt"])
         # equal to 1e-12, as a fresh run over a prefix is: a worker's first prefix merges its days at once, and
@@ -114,6 +114,20 @@ def test_chunks_are_contiguous_and_even():
     assert P.chunks(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
     assert P.chunks([1], 4) == [[1]]
     assert sum(P.chunks(list(range(30)), 4), []) == list(range(30))
+
+
+def test_jobs_started_together_come_back_in_order_while_the_parent_works():
+    import os
+
+    parent = os.getpid()
+    started = P.start(_Stats(), [(list(range(7)), lambda part: [(x, os.getpid() == parent) for x in part]),
+                                 (list("abcdefg"), lambda part: [c.upper() for c in part])], 2)
+    here = sum(range(10 ** 5))              # the parent goes on meanwhile
+    got, letters = started.results()
+    assert here == 4999950000 and [x for x, _ in got] == list(range(7)) and letters == list("ABCDEFG")
+    assert got[0][1] and not all(h for _, h in got)     # the first here, the others in workers
+    assert P.start(_Stats(), [([1, 2, 3], lambda part: [-x for x in part]), ([], None)], 1).results() == \
+        [[-1, -2, -3], []]
 
 
 def test_a_worker_that_dies_leaves_its_windows_to_the_parent(capsys):

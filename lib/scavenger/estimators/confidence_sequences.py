@@ -119,11 +119,15 @@ def log_process(b: Blocks, m: float, lo: float, hi: float, lambdas=LAMBDAS) -> n
 
 
 def lower_ends(b: Blocks, alpha: float, lo: float, hi: float, lambdas=LAMBDAS) -> np.ndarray:
-    """l_t = inf {m : M_t(m) < 1/alpha} after each block (not yet intersected, not clipped): the root in
-    y = S_t(m) of g(y) = log mean_lambda exp(lambda y - psi_E(lambda) V_t) = log(1/alpha). g is convex and
-    increasing, so Newton's steps from y0 = min_lambda (log(1/alpha) + log(grid size) + psi V)/lambda, where
-    g(y0) >= log(1/alpha), fall to the root from above without passing it."""
-    P, N, V = running_sums(b, lo, hi)
+    """l_t = inf {m : M_t(m) < 1/alpha} after each block (not yet intersected, not clipped): see :func:`_roots`."""
+    return _roots(*running_sums(b, lo, hi), alpha, lambdas)
+
+
+def _roots(P: np.ndarray, N: np.ndarray, V: np.ndarray, alpha: float, lambdas=LAMBDAS) -> np.ndarray:
+    """(P - y) / N at the root in y = S_t(m) of g(y) = log mean_lambda exp(lambda y - psi_E(lambda) V_t) =
+    log(1/alpha), for each (P_t, N_t, V_t). g is convex and increasing, so Newton's steps from y0 = min_lambda
+    (log(1/alpha) + log(grid size) + psi V)/lambda, where g(y0) >= log(1/alpha), fall to the root from above
+    without passing it (each root on its own: one that has converged stays put while the others go on)."""
     thr = math.log(1.0 / alpha)
     lam, psi = np.asarray(lambdas, dtype=float), psi_e(lambdas)
     y = np.min((thr + math.log(len(lam)) + psi[None, :] * V[:, None]) / lam[None, :], axis=1)
@@ -142,10 +146,13 @@ def lower_ends(b: Blocks, alpha: float, lo: float, hi: float, lambdas=LAMBDAS) -
 
 
 def band(b: Blocks, level: float, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """(cs_low, cs_high) after each block: alpha/2 per side, the running intersection, clipped to [lo, hi]."""
+    """(cs_low, cs_high) after each block: alpha/2 per side (the upper end minus the lower end of -x's), the
+    running intersection, clipped to [lo, hi]; both sides' roots in one Newton run."""
     alpha = 1.0 - level
-    low = lower_ends(b, alpha / 2.0, lo, hi)
-    high = -lower_ends(b.mirrored(), alpha / 2.0, -hi, -lo)
+    t = len(b.n)
+    sides = [running_sums(b, lo, hi), running_sums(b.mirrored(), -hi, -lo)]
+    ends = _roots(*(np.concatenate([x, y]) for x, y in zip(*sides)), alpha / 2.0)
+    low, high = ends[:t], -ends[t:]
     low = np.maximum.accumulate(np.maximum(np.where(np.isfinite(low), low, lo), lo))
     high = np.minimum.accumulate(np.minimum(np.where(np.isfinite(high), high, hi), hi))
     return low, high

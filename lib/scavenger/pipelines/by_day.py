@@ -16,6 +16,13 @@ def by_day(stats, policies, run, opts: EstimateOptions, window, finish) -> pd.Da
     """One estimate per day of the window, from the stored per-day statistics (no extra scan); the days several
     at a time (pipelines/window_pool.py). A day without logs after the first such one: that one's rows, renamed.
     ``finish(rows, window_name)``: a day's estimator rows as its estimates table (gate verdicts, checks column)."""
+    items, days, done = by_day_job(stats, policies, run, opts, window, finish)
+    return done(window_pool.map_windows(stats, items, days, window_pool.worker_count(stats.engine, len(items))))
+
+
+def by_day_job(stats, policies, run, opts: EstimateOptions, window, finish) -> tuple:
+    """(days, chunk function, assemble) of :func:`by_day`: window_pool.start runs the chunks (with running/'s
+    prefixes, pipelines/running.running_job), ``assemble(results)`` makes the table."""
     dates = by_day_dates(window)
     lacking = [d for d in dates if d in window.absent]
     todo = [d for d in dates if d not in window.absent or d == lacking[0]]
@@ -31,11 +38,12 @@ def by_day(stats, policies, run, opts: EstimateOptions, window, finish) -> pd.Da
             out.append(est.assign(dt=d))
         return out
 
-    frames = window_pool.map_windows(stats, todo, days, window_pool.worker_count(stats.engine, len(todo)))
-    if len(lacking) > 1:
-        blank = frames[todo.index(lacking[0])].drop(columns=["dt"])
-        frames.append(_absent_days(blank, lacking[1:], window.absent))
-    return concat_days(frames).sort_values("dt", kind="stable").reset_index(drop=True)
+    def done(frames: list) -> pd.DataFrame:
+        if len(lacking) > 1:
+            blank = frames[todo.index(lacking[0])].drop(columns=["dt"])
+            frames = [*frames, _absent_days(blank, lacking[1:], window.absent)]
+        return concat_days(frames).sort_values("dt", kind="stable").reset_index(drop=True)
+    return todo, days, done
 
 
 def _absent_days(blank: pd.DataFrame, days: list, absent) -> pd.DataFrame:

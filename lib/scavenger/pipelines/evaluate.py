@@ -19,7 +19,8 @@ from ..estimators.rows import not_identified
 from .common import GateConfig, Inputs, Window, counted, require_clean_rows, run_window
 from .names import check_policy_names
 from .derived import derived_policies
-from .by_day import by_day as by_days
+from . import running as R, window_pool
+from .by_day import by_day_job
 from .diagnostics import diagnostics as _diagnostics
 from .estimate_rows import run_estimators
 from .target_gate import PolicyVerdicts, gate_rows
@@ -201,26 +202,38 @@ def evaluate(engine, inputs: Inputs, options: EvaluateOptions, gate: GateConfig,
             raise DataCheckFailed("no estimator left to run: " + "; ".join(notes), verdicts=window.verdicts)
         names = [r["policy_id"] for r in options.reorder]
         opts = EstimateOptions(options, stats.window, derived=names, named=_named(options.estimators))
-        unseen = _unseen_policies(stats, policies, run, options)
-        est = finish(estimate_window(stats, policies, run, opts) + unseen, stats.window, window, options.level,
-                     verdicts, gate.enforce)
-        quiet = set() if options.policies else {r["policy_id"] for r in unseen}
-        diag = _diagnostics(stats, policies, opts.side["diagnostics"], notes)
-        warnings, unused_diag = unused_rows(est)
-        if unused_diag:
-            diag = pd.concat([diag, pd.DataFrame(unused_diag, columns=list(diag.columns)).astype(diag.dtypes)],
-                             ignore_index=True)
-        by_day = by_days(stats, policies, run, opts, window, lambda rows, name: finish(
-            rows, name, window, opts.level, verdicts, gate.enforce)) if options.by_day else None
-        diffs, running = _running(stats, policies, run, opts, options, window)
-        named = _named(options.estimators)
-        refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
-                   if not r["identified"] and _base_name(r["estimator"]) in named and r["policy_id"] not in quiet]
-        return Evaluation(estimates=est, diagnostics=diag, adc=opts.side.get("adc"), window=window,
-                          estimates_by_day=by_day,
-                          notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
-                                         for r in est.to_dict("records") if not r["identified"]], refused=refused,
-                          warnings=warnings, differences=diffs, running=running)
+        R.check_baseline(options.baseline, stats)
+        windows = _by_day_windows(stats, policies, run, opts, options, window, lambda rows, name: finish(
+            rows, name, window, opts.level, verdicts, gate.enforce))       # under way while the window's run
+        try:
+            return _evaluated(stats, policies, run, opts, options, window, verdicts, gate, notes, windows)
+        finally:
+            if windows is not None:
+                windows[0].close()
+
+
+def _evaluated(stats, policies, run, opts, options: EvaluateOptions, window, verdicts, gate, notes, windows):
+    """evaluate's tables of the window (the by-day windows already started: :func:`_by_day_windows`)."""
+    unseen = _unseen_policies(stats, policies, run, options)
+    est = finish(estimate_window(stats, policies, run, opts) + unseen, stats.window, window, options.level,
+                 verdicts, gate.enforce)
+    quiet = set() if options.policies else {r["policy_id"] for r in unseen}
+    diag = _diagnostics(stats, policies, opts.side["diagnostics"], notes)
+    warnings, unused_diag = unused_rows(est)
+    if unused_diag:
+        diag = pd.concat([diag, pd.DataFrame(unused_diag, columns=list(diag.columns)).astype(diag.dtypes)],
+                         ignore_index=True)
+    diffs = R.differences(stats, policies, run, opts, options.baseline)
+    by_day, running = (None, None) if windows is None else [
+        done(rows) for done, rows in zip(windows[1], windows[0].results())]
+    named = _named(options.estimators)
+    refused = [f"{r['estimator']} ({r['policy_id']}): {r['reason']}" for r in est.to_dict("records")
+               if not r["identified"] and _base_name(r["estimator"]) in named and r["policy_id"] not in quiet]
+    return Evaluation(estimates=est, diagnostics=diag, adc=opts.side.get("adc"), window=window,
+                      estimates_by_day=by_day,
+                      notes=notes + [f"{r['estimator']} ({r['policy_id']}) not identified: {r['reason']}"
+                                     for r in est.to_dict("records") if not r["identified"]], refused=refused,
+                      warnings=warnings, differences=diffs, running=running)
 
 
 UNUSED_WARN_SHARE = 0.01   # an estimate that leaves more than this share of its policy's rows unused is flagged
@@ -261,11 +274,13 @@ def _named(estimators) -> set:
     return out
 
 
-def _running(stats, policies, run, opts: EstimateOptions, options: EvaluateOptions, window) -> tuple:
-    """(differences against --baseline, the running table of --by-day): pipelines/running.py."""
-    from . import running as R
-
-    R.check_baseline(options.baseline, stats)
-    diffs = R.differences(stats, policies, run, opts, options.baseline)
-    return diffs, (R.running(stats, policies, run, opts, options.baseline, window.absent) if options.by_day
-                   else None)
+def _by_day_windows(stats, policies, run, opts: EstimateOptions, options: EvaluateOptions, window, finish_day):
+    """--by-day's estimates_by_day and running/ started together (pipelines/window_pool.start: forked workers
+    compute them while this process runs the window's own estimators): (the started jobs, each table's assemble
+    from its results), or None without --by-day."""
+    if not options.by_day:
+        return None
+    jobs = [by_day_job(stats, policies, run, opts, window, finish_day),
+            R.running_job(stats, policies, run, opts, options.baseline, window.absent)]
+    workers = window_pool.worker_count(stats.engine, sum(len(items) for items, _, _ in jobs))
+    return window_pool.start(stats, [(items, fn) for items, fn, _ in jobs], workers), [done for *_, done in jobs]

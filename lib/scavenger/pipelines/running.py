@@ -10,8 +10,8 @@
   sequence over the prefix's blocks is the running band at dt).
 
 Cost (30 days of 20,000 slotted events, DuckDB, the default estimators, 4 targets, 2 cores): the prefixes and the
-by-day windows, each a run of every estimator over a window's merged tables, ran in 3.1 s (5.2 s one at a time:
-pipelines/window_pool.py); a prefix merges only the tables its estimators read (statistics/lazy_tables.py), the
+by-day windows, each a run of every estimator over a window's merged tables, ran in 2.4-2.8 s (5.2 s one at a time:
+pipelines/window_pool.py; both started together by pipelines/evaluate, :func:`running_job`); a prefix merges only the tables its estimators read (statistics/lazy_tables.py), the
 derived frames several estimators share are made once per window (WindowStats.memo), the direct approach's sums of
 every prefix come from one statement (estimators/scavenging_family._window_sums), and a window whose tables are not
 written skips what only they need (EstimateOptions.keeps_side).
@@ -104,6 +104,14 @@ def running(stats, policies: list, run: list, options: EstimateOptions, baseline
     over the first day through it (the prefixes several at a time: pipelines/window_pool.py)."""
     from . import window_pool
 
+    items, prefixes, done = running_job(stats, policies, run, options, baseline, absent)
+    return done(window_pool.map_windows(stats, items, prefixes, window_pool.worker_count(stats.engine, len(items))))
+
+
+def running_job(stats, policies: list, run: list, options: EstimateOptions, baseline: str | None = None,
+                absent=()) -> tuple:
+    """(days, chunk function, assemble) of :func:`running`: window_pool.start runs the chunks (with the by-day
+    windows, pipelines/by_day.by_day_job), ``assemble(results)`` makes the table."""
     days = sorted(stats.dates)
     first = min([*stats.dates, *absent]) if stats.dates else None
 
@@ -117,11 +125,12 @@ def running(stats, policies: list, run: list, options: EstimateOptions, baseline
                                     baseline, stats))
         return out
 
-    workers = window_pool.worker_count(stats.engine, len(days))
-    frames = [f for f in window_pool.map_windows(stats, days, prefixes, workers) if f is not None]
-    if not frames:
-        return pd.DataFrame(columns=list(RUNNING_COLUMNS))
-    return pd.concat(frames, ignore_index=True)
+    def done(results: list) -> pd.DataFrame:
+        frames = [f for f in results if f is not None]
+        if not frames:
+            return pd.DataFrame(columns=list(RUNNING_COLUMNS))
+        return pd.concat(frames, ignore_index=True)
+    return days, prefixes, done
 
 
 def _prefix_rows(prefix, d, label: str, policies: list, run: list, options: EstimateOptions, baseline, whole):

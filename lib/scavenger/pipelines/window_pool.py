@@ -1,10 +1,12 @@
 """The --by-day windows and running/'s prefixes, several at a time: each window's estimators are pure pandas/numpy
-over the stored per-day sums (no engine, no I/O), so after the first window has run in this process (it fills the
-run's shared cache, the one-statement reductions over the engine's big tables included: estimators/declaration.
-EstimateOptions.shared) the others run in forked worker processes, contiguous chunks of them, and come back in order.
-The rows are the same as one at a time (tests/test_pipelines_window_pool.py).
+over the stored per-day sums (no engine, no I/O), so after the first window of each job has run in this process (it
+fills the run's shared cache, the one-statement reductions over the engine's big tables included: estimators/
+declaration.EstimateOptions.shared) the others run in forked worker processes, contiguous chunks of them, and come
+back in order. Both jobs (the by-day windows, the prefixes) start together (:func:`start`) before the window's own
+estimators run here, so those run while the workers work. The rows are the same as one at a time
+(tests/test_pipelines_window_pool.py).
 
-One at a time instead (the rows are the same; only the time differs):
+One at a time instead (the rows are the same; only the time differs), when the results are asked for:
 - ``SCAVENGER_WINDOW_WORKERS=1`` (or a count: the workers at most);
 - an engine other than DuckDB (a forked copy of a Spark driver's gateway must not be touched), or no ``fork``;
 - a daemonic process (it may not have children), or fewer than :data:`MIN_WINDOWS` windows.
@@ -15,8 +17,9 @@ worker that dies (out of memory: BrokenProcessPool), or a pool that cannot start
 same for every chunk, with a warning on stderr.
 
 Measured (30 days of 20,000 slotted events, --by-day --baseline logging, 2 cores): the 30 days' and 30 prefixes'
-estimators took 5.2 s one at a time, 3.1 s with two workers (each worker's chunk as fast as one at a time; the fork
-about 0.05 s).
+estimators took 5.2 s one at a time, 3.1 s with two workers per job one job after the other (each worker's chunk as
+fast as one at a time; the fork about 0.05 s), 2.4-2.8 s with both jobs started together while the window's own
+estimators ran.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 WORKERS_ENV = "SCAVENGER_WINDOW_WORKERS"
 MIN_WINDOWS = 6           # fewer windows: one at a time (a fork and the pickled rows cost more than they save)
 MAX_WORKERS = 4
-_JOB: tuple | None = None  # (statistics, chunk function) of the map under way: what a forked worker reads
+_JOB: tuple | None = None  # (statistics, [chunk function of each job]) being started: what a forked worker reads
 
 
 class EngineInWorker(RuntimeError):
@@ -69,36 +72,86 @@ def chunks(items: list, n: int) -> list:
     return out
 
 
+class Started:
+    """Jobs ``[(items, run_chunk), ...]`` under way (:func:`start`): :meth:`results` gives each job's results, in
+    order; :meth:`close` stops what is left (an error in the parent meanwhile)."""
+
+    def __init__(self, stats, jobs: list, workers: int):
+        global _JOB
+        self.stats, self.jobs, self.pool = stats, list(jobs), None
+        self.heads: list = [None] * len(self.jobs)
+        self.parts: list = [[] for _ in self.jobs]      # per job: [(chunk, future or None)]
+        if workers <= 1 or sum(len(items) for items, _ in self.jobs) < 2:
+            return                          # one at a time, when the results are asked for
+        for j, (items, run_chunk) in enumerate(self.jobs):
+            self.heads[j] = run_chunk(list(items[:1])) if items else []   # fills the shared cache
+        self.parts = [[(c, None) for c in chunks(list(items[1:]), workers) if c] for items, _ in self.jobs]
+        _JOB = (stats, [run_chunk for _, run_chunk in self.jobs])
+        try:
+            self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
+            self.parts = [[(c, self.pool.submit(_in_worker, j, c)) for c, _ in parts]
+                          for j, parts in enumerate(self.parts)]
+        except Exception as exc:            # noqa: BLE001 - no fork, no process: one at a time, here
+            _stopped(exc)
+            self.close()
+            self.parts = [[(c, None) for c, _ in parts] for parts in self.parts]
+        finally:
+            _JOB = None                     # the workers hold their copy (forked at the first submit)
+
+    def results(self) -> list:
+        """Each job's results, in order (a chunk a worker did not give back: run here)."""
+        out, warned = [], False
+        try:
+            for j, (items, run_chunk) in enumerate(self.jobs):
+                if self.heads[j] is None:
+                    out.append(run_chunk(list(items)) if items else [])
+                    continue
+                rows = list(self.heads[j])
+                for chunk, future in self.parts[j]:
+                    got = None
+                    if future is not None:
+                        try:
+                            got = future.result()
+                        except Exception as exc:    # noqa: BLE001 - a worker died (BrokenProcessPool), no pickle
+                            if not warned:
+                                _stopped(exc)
+                                warned = True
+                    rows += got if got is not None else run_chunk(chunk)
+                out.append(rows)
+        finally:
+            self.close()
+        return out
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+def start(stats, jobs: list, workers: int) -> Started:
+    """Start ``jobs`` ([(items, run_chunk), ...]; ``run_chunk(list of items) -> list of results``): each job's first
+    item here (it fills the shared cache), the rest of every job in contiguous chunks by ``workers`` forked
+    processes, while this process goes on; ``.results()`` waits for them (see the module doc)."""
+    return Started(stats, jobs, workers)
+
+
 def map_windows(stats, items: list, run_chunk, workers: int) -> list:
-    """``[run_chunk(c) for c in chunks(items, workers)]``, each a list of results, flattened in order: the first
-    item here (it fills the shared cache), the rest by ``workers`` forked processes (see the module doc)."""
-    global _JOB
-    if workers <= 1 or len(items) < 2:
-        return run_chunk(list(items))
-    head = run_chunk(items[:1])
-    parts = chunks(items[1:], workers)
-    _JOB = (stats, run_chunk)
-    try:
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            got = list(pool.map(_in_worker, parts))
-    except Exception as exc:            # noqa: BLE001 - a worker died (BrokenProcessPool), no fork, no pickle
-        print(f"warning: the window workers stopped ({type(exc).__name__}: {str(exc)[:200]}); the windows run "
-              f"one at a time", file=sys.stderr)
-        got = [None] * len(parts)
-    finally:
-        _JOB = None
-    out = list(head)
-    for part, rows in zip(parts, got):
-        out += rows if rows is not None else run_chunk(part)
-    return out
+    """``[run_chunk(c) for c in chunks(items, workers)]``, each a list of results, flattened in order (one job of
+    :func:`start`)."""
+    return start(stats, [(items, run_chunk)], workers).results()[0]
 
 
-def _in_worker(part: list):
-    """A chunk in a forked worker: its results, or None to run it again in the parent (the engine was asked for,
-    or anything failed: the parent raises the error where it belongs)."""
-    stats, run_chunk = _JOB
+def _stopped(exc: Exception) -> None:
+    print(f"warning: the window workers stopped ({type(exc).__name__}: {str(exc)[:200]}); the windows run "
+          f"one at a time", file=sys.stderr)
+
+
+def _in_worker(job: int, part: list):
+    """A chunk of job ``job`` in a forked worker: its results, or None to run it again in the parent (the engine
+    was asked for, or anything failed: the parent raises the error where it belongs)."""
+    stats, run_chunks = _JOB
     stats.engine = _NoEngine()          # this process's copy only
     try:
-        return run_chunk(part)
+        return run_chunks[job](part)
     except Exception:                   # noqa: BLE001 - run again in the parent, which raises it
         return None
