@@ -9,20 +9,14 @@ import pandas as pd
 from ..estimators.declaration import EstimateOptions
 from .common import by_day_dates, concat_days, empty_day_reason
 from .estimate_rows import run_estimators
-from . import window_pool
-
-
-def by_day(stats, policies, run, opts: EstimateOptions, window, finish) -> pd.DataFrame:
-    """One estimate per day of the window, from the stored per-day statistics (no extra scan); the days several
-    at a time (pipelines/window_pool.py). A day without logs after the first such one: that one's rows, renamed.
-    ``finish(rows, window_name)``: a day's estimator rows as its estimates table (gate verdicts, checks column)."""
-    items, days, done = by_day_job(stats, policies, run, opts, window, finish)
-    return done(window_pool.map_windows(stats, items, days, window_pool.worker_count(stats.engine, len(items))))
 
 
 def by_day_job(stats, policies, run, opts: EstimateOptions, window, finish) -> tuple:
-    """(days, chunk function, assemble) of :func:`by_day`: window_pool.start runs the chunks (with running/'s
-    prefixes, pipelines/running.running_job), ``assemble(results)`` makes the table."""
+    """estimates_by_day: one estimate per day of the window, from the stored per-day statistics (no extra scan),
+    as (days, chunk function, assemble): window_pool.start runs the chunks, several at a time (with running/'s
+    prefixes, pipelines/running.running_job), ``assemble(results)`` makes the table. A day without logs after the
+    first such one: that one's rows, renamed. ``finish(rows, window_name)``: a day's estimator rows as its
+    estimates table (gate verdicts, checks column)."""
     dates = by_day_dates(window)
     lacking = [d for d in dates if d in window.absent]
     todo = [d for d in dates if d not in window.absent or d == lacking[0]]

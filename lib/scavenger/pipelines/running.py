@@ -11,10 +11,11 @@
 
 Cost (30 days of 20,000 slotted events, DuckDB, the default estimators, 4 targets, 2 cores): the prefixes and the
 by-day windows, each a run of every estimator over a window's merged tables, ran in 2.4-2.8 s (5.2 s one at a time:
-pipelines/window_pool.py; both started together by pipelines/evaluate, :func:`running_job`); a prefix merges only the tables its estimators read (statistics/lazy_tables.py), the
-derived frames several estimators share are made once per window (WindowStats.memo), the direct approach's sums of
-every prefix come from one statement (estimators/scavenging_family._window_sums), and a window whose tables are not
-written skips what only they need (EstimateOptions.keeps_side).
+pipelines/window_pool.py; both jobs started together by pipelines/evaluate, :func:`running_job`); a prefix merges
+only the tables its estimators read (statistics/lazy_tables.py), the derived frames several estimators share are
+made once per window (WindowStats.memo), the direct approach's sums of every prefix come from one statement
+(estimators/scavenging_family._window_sums), and a window whose tables are not written skips what only they need
+(EstimateOptions.keeps_side).
 """
 from __future__ import annotations
 
@@ -98,20 +99,11 @@ def difference_rows(stats, policies: list, run: list, options: EstimateOptions, 
     return out
 
 
-def running(stats, policies: list, run: list, options: EstimateOptions, baseline: str | None = None,
-            absent=()) -> pd.DataFrame:
-    """The running table (module doc): for each day of the window with logs, the estimators (and differences)
-    over the first day through it (the prefixes several at a time: pipelines/window_pool.py)."""
-    from . import window_pool
-
-    items, prefixes, done = running_job(stats, policies, run, options, baseline, absent)
-    return done(window_pool.map_windows(stats, items, prefixes, window_pool.worker_count(stats.engine, len(items))))
-
-
 def running_job(stats, policies: list, run: list, options: EstimateOptions, baseline: str | None = None,
                 absent=()) -> tuple:
-    """(days, chunk function, assemble) of :func:`running`: window_pool.start runs the chunks (with the by-day
-    windows, pipelines/by_day.by_day_job), ``assemble(results)`` makes the table."""
+    """The running table (module doc): for each day of the window with logs, the estimators (and differences)
+    over the first day through it, as (days, chunk function, assemble): window_pool.start runs the chunks, several
+    at a time (with the by-day windows, pipelines/by_day.by_day_job), ``assemble(results)`` makes the table."""
     days = sorted(stats.dates)
     first = min([*stats.dates, *absent]) if stats.dates else None
 

@@ -38,7 +38,8 @@ def fit_moments(df: pd.DataFrame, K: int) -> pd.DataFrame:
     moments of positions 1..K are those of one scan of that day alone)."""
     if moments_k(df) <= K:
         return pad_moments(df, K)
-    beyond = [c for c in df.columns if (m := _MOMENT_POSITIONS.fullmatch(c)) and max(int(g) for g in m.groups() if g) > K]
+    beyond = [c for c in df.columns
+              if (m := _MOMENT_POSITIONS.fullmatch(c)) and max(int(g) for g in m.groups() if g) > K]
     return df.drop(columns=beyond)
 
 
