@@ -24,17 +24,23 @@ def _prepare(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_table(df: pd.DataFrame, uri: str, record: bool = True) -> str:
-    """``df`` as ``uri``/part-0.parquet, the directory replaced at once. Within a job, the directory also holds
-    ``_run.json`` (the run that wrote it, committed with the table) and the table is recorded in the run's
-    manifest (io/manifest.py)."""
+def _is_arrow(df) -> bool:
+    import pyarrow as pa
+
+    return isinstance(df, pa.Table)
+
+
+def write_table(df, uri: str, record: bool = True) -> str:
+    """``df`` (pandas, or a pyarrow Table written as it is) as ``uri``/part-0.parquet, the directory replaced at
+    once. Within a job, the directory also holds ``_run.json`` (the run that wrote it, committed with the table)
+    and the table is recorded in the run's manifest (io/manifest.py)."""
     from . import manifest
 
     target = fs.normalize(uri)
     parent, name = os.path.split(target.rstrip("/")) if fs.is_local(target) else target.rstrip("/").rsplit("/", 1)
     token = uuid.uuid4().hex[:12]
     tmp = fs.join(parent, f".{name}.tmp-{token}")
-    fs.write_parquet(fs.join(tmp, "part-0.parquet"), _prepare(df))
+    fs.write_parquet(fs.join(tmp, "part-0.parquet"), df if _is_arrow(df) else _prepare(df))
     mark = manifest.mark()
     if mark is not None:
         fs.write_bytes(fs.join(tmp, manifest.MARK), mark)
@@ -68,11 +74,14 @@ def write_by_day(df: pd.DataFrame, uri: str, column: str = "dt") -> list:
     """One ``dt=YYYY-MM-DD/part-0.parquet`` per day of ``df``; those days replaced, others kept."""
     from . import manifest
 
+    import pyarrow as pa
+
     written = []
-    for day, part in df.groupby(column, sort=True):
+    # the frame's columns prepared and made Arrow once (one type per column on every day), each day's rows taken
+    table = pa.Table.from_pandas(_prepare(df.drop(columns=[column])), preserve_index=False)
+    for day, rows in sorted(df.groupby(column, sort=True).indices.items()):
         value = day.isoformat() if hasattr(day, "isoformat") else str(day)
-        write_table(part.drop(columns=[column]).reset_index(drop=True), fs.join(uri, f"{column}={value}"),
-                    record=False)
+        write_table(table.take(pa.array(rows)), fs.join(uri, f"{column}={value}"), record=False)
         written.append(value)
     manifest.record(fs.normalize(uri).rstrip("/").rsplit("/", 1)[-1], fs.normalize(uri), "parquet", days=written,
                     rows=len(df))
