@@ -9,15 +9,14 @@ import pandas as pd
 from .adc_source import (AdcContext, adc_context, adc_identification, adc_rows,  # noqa: F401 - the family's API
                          read_adc_table, resolve_adc)
 from .declaration import Estimator
-from .rows import derived, not_identified, row
+from .rows import _policy_events, derived, not_identified, row
 
 
 def _tables(stats) -> dict:
     from . import factored as F
 
     ap = stats.table("ad_position")
-    return {"pe": stats.table("policy_events"),
-            **{n: stats.table(n) for n in ("factored", "factored_sq", "target_placements", "ad_position")},
+    return {**{n: stats.table(n) for n in ("factored", "factored_sq", "target_placements", "ad_position")},
             "policy_ads": stats.table("policy_ads") if "policy_ads" in stats.tables else None,
             "reorder_pairs": stats.table("reorder_pairs") if "reorder_pairs" in stats.tables else None,
             "strata": derived(stats, "ad_strata", lambda: F.ad_strata(ap))}
@@ -29,20 +28,26 @@ def _policy_inputs(stats, p: str, options) -> dict:
     return options.cached(("adc_inputs", p), lambda: _made_policy_inputs(stats, p, options))
 
 
+def _counts(stats, p: str, options) -> tuple[int, bool]:
+    """(the target's decided events, whether it re-orders the logged ads on every event): all that factored and
+    reorder read before they know whether the ADCs are identified (the window's per-policy sums)."""
+    n = _policy_events(stats, p, "n_events")
+    return n, bool(n > 0 and _policy_events(stats, p, "n_reorder") == n)
+
+
 def _made_policy_inputs(stats, p: str, options) -> dict:
     from . import factored as F
 
     t = options.cached("adc_tables", lambda: _tables(stats))
-    pe, fac, fsq, ap, pa = t["pe"], t["factored"], t["factored_sq"], t["ad_position"], t["policy_ads"]
-    rec = pe[pe["policy_id"] == p]
-    n = int(rec["n_events"].sum()) if len(rec) else 0
+    fac, fsq, ap, pa = t["factored"], t["factored_sq"], t["ad_position"], t["policy_ads"]
+    n, reorders = _counts(stats, p, options)
     # T_a and the logged clicks among the events this policy decides (policy_ads): a target whose decisions
     # cover part of the log is not scaled down by that share; tables made without it: every logged event
     ap_p = pa[pa["policy_id"] == p] if pa is not None else ap
     strata = t["strata"]
     return {"n": n, "f_p": fac[fac["policy_id"] == p] if len(fac) else fac,
             "q_p": fsq[fsq["policy_id"] == p] if len(fsq) else fsq, "ap_p": ap_p,
-            "reorders": bool(len(rec) and int(rec["n_reorder"].sum()) == n and n > 0),
+            "reorders": reorders,
             "T_a": F.ad_impressions(ap_p) if len(ap_p) else pd.Series(dtype=float),
             # eligibility strata: T_s / T among the same events (ap, without policy_ads' ev: every logged event)
             "w_p": None if strata is None else F.strata_shares(strata, ap_p if "ev" in ap_p.columns else ap),
@@ -56,29 +61,31 @@ def _made_policy_inputs(stats, p: str, options) -> dict:
 def factored(stats, p: str, options) -> dict:
     """Factored (seed 001 section 4.2) for any target that does not copy the logged slate."""
     ctx = adc_context(stats, options)
-    x = _policy_inputs(stats, p, options)
+    n, reorders = _counts(stats, p, options)
     extra = {"adc_source": ctx.adc_source, "adc_method": options.adc_method}
-    if x["reorders"]:
+    if reorders:
         return not_identified(p, "factored", "the target re-orders the logged ads event by event: its choice "
                                              "depends on the logged slate, not on the context alone as the "
-                                             "factored estimator needs (see reorder)", x["n"], options.level,
-                              **extra)
-    return _factored_row(p, x["n"], x["f_p"], x["q_p"], x["T_a"], x["placements"], x["w_p"], ctx, extra)
+                                             "factored estimator needs (see reorder)", n, options.level, **extra)
+    if ctx.C is None:          # no ADC vector: the target's inputs are not needed
+        return not_identified(p, "factored", ctx.adc_reason, n, options.level, **extra)
+    x = _policy_inputs(stats, p, options)
+    return _factored_row(p, n, x["f_p"], x["q_p"], x["T_a"], x["placements"], x["w_p"], ctx, extra)
 
 
 def reorder(stats, p: str, options) -> list[dict]:
     """Re-ordering and its lift (seed 001 sections 4.2-4.4) for a target that re-orders the logged ads."""
     ctx = adc_context(stats, options)
-    x = _policy_inputs(stats, p, options)
+    n, reorders = _counts(stats, p, options)
     extra = {"adc_source": ctx.adc_source, "adc_method": options.adc_method}
-    n = x["n"]
-    if not x["reorders"]:
+    if not reorders:
         if p in options.derived or "reorder" in options.named:
             return [not_identified(p, "reorder", "the target does not re-order the logged ads on every event", n,
                                    options.level, **extra)]
         return []
     if ctx.C is None:
         return [not_identified(p, "reorder", ctx.adc_reason, n, options.level, **extra)]
+    x = _policy_inputs(stats, p, options)
     return _reorder_rows(p, n, x["f_p"], x["q_p"], x["ap_p"], ctx, extra, x["pairs"])
 
 

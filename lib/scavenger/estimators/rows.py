@@ -162,14 +162,17 @@ def pair_support(stats, policy_id) -> float:
         return math.nan
 
     def by_policy():            # every policy's placements beside what the logs showed: one merge per window
-        shown = ap.groupby(["logging_policy", "position", "ad_id"], as_index=False).agg(n=("m", "sum"),
-                                                                                       max_p=("max_p", "max"))
+        g = ap.groupby(["logging_policy", "position", "ad_id"], sort=False)
+        shown = pd.concat([g["m"].sum().rename("n"), g["max_p"].max()], axis=1).reset_index()
         m = tp.rename(columns={"pos_j": "position"}).merge(shown, on=["logging_policy", "position", "ad_id"],
                                                            how="left")
-        mass = m["s_p"].astype(float)
-        g = pd.DataFrame({"policy_id": m["policy_id"], "total": mass, "supported": mass.where(~unsupported(m), 0.0)}
-                         ).groupby("policy_id", sort=False).sum()
-        return dict(zip(g.index, zip(g["total"].to_numpy(), g["supported"].to_numpy())))
+        mass = np.nan_to_num(m["s_p"].to_numpy(float))          # a sum over no rows counts 0, as pandas' sum
+        supported = np.where(unsupported(m).to_numpy(), 0.0, mass)
+        codes, ids = pd.factorize(m["policy_id"])              # -1: a null policy id, left out as by a group-by
+        keep = codes >= 0
+        total = np.bincount(codes[keep], weights=mass[keep], minlength=len(ids))
+        held = np.bincount(codes[keep], weights=supported[keep], minlength=len(ids))
+        return dict(zip(ids, zip(total, held)))
 
     total, supported = derived(stats, "pair_support_sums", by_policy).get(policy_id, (0.0, 0.0))
     if not total > 0:

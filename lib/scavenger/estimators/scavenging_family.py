@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .declaration import Estimator
-from .rows import derived, not_identified, reorder_reason, reorders_logged_slate, row, weight_and_reward_bounds
+from .rows import (_policy_events, derived, not_identified, reorder_reason, reorders_logged_slate, row,
+                   weight_and_reward_bounds)
 
 EL_SUMS = ("sum_w", "sum_w2", "sum_wr", "sum_w2r", "sum_w2r2")
 
@@ -190,15 +191,17 @@ def scavenging_base(stats, p: str, options) -> list[dict]:
     """Action = the base (logging) policy that served the event (seed 001 section 3.3)."""
     from . import scavenging as sc
 
-    # the range a slate reward can take (as the direct approach)
-    _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(options, "reward_bounds", None))
-    df = sc.base_policy_estimates(stats, [p], options.delta, options.level, options.uniform_logging, r_hi - r_lo)
-    sub = df[df["policy_id"] == p] if len(df) else df
+    sub = []
+    if p in derived(stats, "base_named", lambda: _naming_a_base(stats)):
+        # the range a slate reward can take (as the direct approach)
+        _, _, r_lo, r_hi = weight_and_reward_bounds(stats, getattr(options, "reward_bounds", None))
+        df = sc.base_policy_estimates(stats, [p], options.delta, options.level, options.uniform_logging,
+                                      r_hi - r_lo)
+        sub = df[df["policy_id"] == p] if len(df) else df
     if not len(sub):
-        pe = stats.table("policy_events")
-        n = int(pe.loc[pe["policy_id"] == p, "n_events"].sum()) if len(pe) else 0
         return [not_identified(p, "scavenging_base", "the target does not name a base (logging) policy on every "
-                                                     "event (decisions' base_policy column)", n, options.level)]
+                                                     "event (decisions' base_policy column)",
+                               _policy_events(stats, p, "n_events"), options.level)]
     out = []
     for r in sub.to_dict("records"):
         ok = r["n_matched"] > 0
@@ -212,6 +215,14 @@ def scavenging_base(stats, p: str, options) -> list[dict]:
                        supported_share=r["supported_share"], unsupported_share=r["unsupported_share"],
                        note=f"matched={int(r['n_matched'])} actions_used={int(r['actions_used'])}"))
     return out
+
+
+def _naming_a_base(stats) -> frozenset:
+    """The targets whose decisions name a base policy on every event (scavenging.base_policy_estimates' test)."""
+    pe = stats.table("policy_events")
+    if not len(pe):
+        return frozenset()
+    return frozenset(pe.loc[~(pe["n_with_base"] < pe["n_events"]) & ~(pe["n_events"] == 0), "policy_id"])
 
 
 _CHECKS = ("a", "b")
