@@ -39,20 +39,23 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
     out = {}
     if 1 not in m.columns:
         return {int(p): "no ad was shown at position 1, the reference of every ADC" for p in m.columns}
+    shown = m.to_numpy() > 0
+    at_1 = shown[:, list(m.columns).index(1)]
+    # whether some ad was shown at two positions (with a reward known), and (without) whether any moved at all
+    shared = int((shown.sum(axis=1) > 1).sum())
+    alone = None
+    if shared == 0:
+        alone = ("ADCs are not identifiable: no slot reward is known where an ad was shown at more than one position "
+                 "(rows with a slate_reward and null slot rewards); the ADCs need per-slot rewards"
+                 if _moved(ad_position) else "ADCs are not identifiable: no ad was shown at more than one position")
+    columns = {c: i for i, c in enumerate(m.columns)}
     for p in range(2, int(max(m.columns)) + 1):
-        if p not in m.columns:
+        if p not in columns:
             out[p] = f"not identifiable: no impressions at position {p} in the window"
             continue
-        both = int(((m[1] > 0) & (m[p] > 0)).sum())
+        both = int((at_1 & shown[:, columns[p]]).sum())
         if both == 0:
-            shared = int(((m > 0).sum(axis=1) > 1).sum())
-            out[int(p)] = ("ADCs are not identifiable: no ad was shown at more than one position"
-                           if shared == 0 else f"not identifiable: no ad was shown at both position 1 and {p}")
-            if shared == 0 and _moved(ad_position):
-                # the ads did move between positions, but no slot reward of theirs is known (slate rewards only)
-                out[int(p)] = ("ADCs are not identifiable: no slot reward is known where an ad was shown at more "
-                               "than one position (rows with a slate_reward and null slot rewards); the ADCs "
-                               "need per-slot rewards")
+            out[int(p)] = alone if shared == 0 else f"not identifiable: no ad was shown at both position 1 and {p}"
     return out
 
 

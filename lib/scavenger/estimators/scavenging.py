@@ -50,7 +50,10 @@ def log_n_layout_slates(ad_position: pd.DataFrame, K: int, max_work: int = 2_000
         return -math.inf
     per_pos = ap.groupby("position")["ad_id"].nunique()
     bit = {int(p): 1 << i for i, p in enumerate(sorted(per_pos.index))}     # Python ints: no overflow at K = 64
-    masks = ap.assign(bit=[bit[int(p)] for p in ap["position"]]).groupby("ad_id")["bit"].agg(lambda b: sum(b))
+    bits = [bit[int(p)] for p in ap["position"]]
+    # each (ad, position) once: an ad's mask is the sum of its positions' bits (int64 up to 62 positions)
+    masks = (pd.Series(bits, index=ap["ad_id"].to_numpy(), dtype="int64").groupby(level=0).sum() if len(bit) <= 62
+             else ap.assign(bit=bits).groupby("ad_id")["bit"].agg(lambda b: sum(b)))
     classes = masks.value_counts()
     P, n = len(bit), int(len(masks))
     upper = min(float(np.sum(np.log(per_pos.to_numpy(float)))), log_n_slates(n, P))

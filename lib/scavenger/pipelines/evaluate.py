@@ -149,16 +149,25 @@ def finish(rows: list, window_name: str, window: Window, level: float, verdicts:
                          or "not_run" for p, e in zip(est["policy_id"], est["estimator"])]
         if enforce and len(est):
             est = gate_rows(est, verdicts)
-    est["recommended"] = False
-    for _, g in est.groupby("policy_id"):
-        ok = g[g["identified"] & np.isfinite(g["ci_low"].astype(float)) & np.isfinite(g["ci_high"].astype(float))
-               & (g["interval_kind"] != "bound")]
-        if len(ok):
-            # an estimate whose checks all passed first, then the registry's order (PI++, PI, IPS, factored, ...)
-            ranks = [(":fail" in str(c), registry.get(_base_name(e)).recommend_rank)
-                     for e, c in zip(ok["estimator"], ok["checks"])]
-            est.loc[ok.index[min(range(len(ranks)), key=ranks.__getitem__)], "recommended"] = True
+    est["recommended"] = _recommended(est)
     return est
+
+
+def _recommended(est: pd.DataFrame) -> np.ndarray:
+    """Per policy, the row to read first among those identified with a finite interval (no bound): an estimate
+    whose checks all passed first, then the registry's order (PI++, PI, IPS, factored, ...); the first such row
+    where two tie."""
+    ok = (est["identified"].eq(True).to_numpy() & np.isfinite(est["ci_low"].to_numpy(dtype=float))
+          & np.isfinite(est["ci_high"].to_numpy(dtype=float)) & (est["interval_kind"] != "bound").to_numpy())
+    best: dict = {}
+    for i, (p, e, c) in enumerate(zip(est["policy_id"], est["estimator"], est["checks"])):
+        if ok[i] and p is not None and p == p:
+            rank = (":fail" in str(c), registry.get(_base_name(e)).recommend_rank)
+            if p not in best or rank < best[p][0]:
+                best[p] = (rank, i)
+    out = np.zeros(len(est), dtype=bool)
+    out[[i for _, i in best.values()]] = True
+    return out
 
 
 def _base_name(e: str) -> str:
