@@ -10,8 +10,9 @@
   sequence over the prefix's blocks is the running band at dt).
 
 Cost (30 days of 20,000 slotted events, DuckDB, the default estimators, 4 targets, 2 cores): the prefixes and the
-by-day windows, each a run of every estimator over a window's merged tables, ran in 2.4-2.8 s (5.2 s one at a time:
-pipelines/window_pool.py; both jobs started together by pipelines/evaluate, :func:`running_job`); a prefix merges
+by-day windows, each a run of every estimator over a window's merged tables, ran in about 2 s on two workers (5.2 s
+one at a time at first: pipelines/window_pool.py; both jobs started together by pipelines/evaluate,
+:func:`running_job`); a prefix merges
 only the tables its estimators read (statistics/lazy_tables.py), the derived frames several estimators share are
 made once per window (WindowStats.memo), the direct approach's sums of every prefix come from one statement
 (estimators/scavenging_family._window_sums), and a window whose tables are not written skips what only they need
