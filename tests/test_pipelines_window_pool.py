@@ -60,6 +60,11 @@ def test_several_at_a_time_equal_one_at_a_time(dataset, monkeypatch):
     assert len(set(one["running"]["dt"])) == 8
 
 
+def _map(stats, items, run_chunk, workers):
+    """One job of window_pool.start: its results, in order."""
+    return P.start(stats, [(items, run_chunk)], workers).results()[0]
+
+
 class _Engine:
     name = "duckdb"
 
@@ -78,7 +83,7 @@ def test_a_chunk_that_asks_for_the_engine_runs_again_in_the_parent():
 
     def run_chunk(part):
         return [(x, stats.engine.fetch(x) if x == 5 else x, os.getpid() == parent) for x in part]
-    got = P.map_windows(stats, list(range(9)), run_chunk, 2)
+    got = _map(stats, list(range(9)), run_chunk, 2)
     assert [g[0] for g in got] == list(range(9))
     assert [g[1] for g in got] == [0, 1, 2, 3, 4, 50, 6, 7, 8]
     here = {g[0] for g in got if g[2]}
@@ -93,7 +98,7 @@ def test_an_error_inside_a_worker_is_raised_by_the_parent():
             raise ValueError("window 7 is bad")
         return part
     with pytest.raises(ValueError, match="window 7 is bad"):
-        P.map_windows(_Stats(), list(range(9)), run_chunk, 2)
+        _map(_Stats(), list(range(9)), run_chunk, 2)
 
 
 def test_when_the_windows_run_one_at_a_time(monkeypatch):
@@ -139,5 +144,5 @@ def test_a_worker_that_dies_leaves_its_windows_to_the_parent(capsys):
         if os.getpid() != parent and 6 in part:
             os._exit(1)                   # a worker killed (out of memory, say)
         return [x * 2 for x in part]
-    assert P.map_windows(_Stats(), list(range(9)), run_chunk, 2) == [x * 2 for x in range(9)]
+    assert _map(_Stats(), list(range(9)), run_chunk, 2) == [x * 2 for x in range(9)]
     assert "the window workers stopped (BrokenProcessPool" in capsys.readouterr().err

@@ -28,7 +28,7 @@ def _policy_inputs(stats, p: str, options) -> dict:
     return options.cached(("adc_inputs", p), lambda: _made_policy_inputs(stats, p, options))
 
 
-def _counts(stats, p: str, options) -> tuple[int, bool]:
+def _counts(stats, p: str) -> tuple[int, bool]:
     """(the target's decided events, whether it re-orders the logged ads on every event): all that factored and
     reorder read before they know whether the ADCs are identified (the window's per-policy sums)."""
     n = _policy_events(stats, p, "n_events")
@@ -40,7 +40,7 @@ def _made_policy_inputs(stats, p: str, options) -> dict:
 
     t = options.cached("adc_tables", lambda: _tables(stats))
     fac, fsq, ap, pa = t["factored"], t["factored_sq"], t["ad_position"], t["policy_ads"]
-    n, reorders = _counts(stats, p, options)
+    n, reorders = _counts(stats, p)
     # T_a and the logged clicks among the events this policy decides (policy_ads): a target whose decisions
     # cover part of the log is not scaled down by that share; tables made without it: every logged event
     ap_p = pa[pa["policy_id"] == p] if pa is not None else ap
@@ -61,7 +61,7 @@ def _made_policy_inputs(stats, p: str, options) -> dict:
 def factored(stats, p: str, options) -> dict:
     """Factored (seed 001 section 4.2) for any target that does not copy the logged slate."""
     ctx = adc_context(stats, options)
-    n, reorders = _counts(stats, p, options)
+    n, reorders = _counts(stats, p)
     extra = {"adc_source": ctx.adc_source, "adc_method": options.adc_method}
     if reorders:
         return not_identified(p, "factored", "the target re-orders the logged ads event by event: its choice "
@@ -76,7 +76,7 @@ def factored(stats, p: str, options) -> dict:
 def reorder(stats, p: str, options) -> list[dict]:
     """Re-ordering and its lift (seed 001 sections 4.2-4.4) for a target that re-orders the logged ads."""
     ctx = adc_context(stats, options)
-    n, reorders = _counts(stats, p, options)
+    n, reorders = _counts(stats, p)
     extra = {"adc_source": ctx.adc_source, "adc_method": options.adc_method}
     if not reorders:
         if p in options.derived or "reorder" in options.named:
@@ -96,9 +96,7 @@ def _factored_row(p, n: int, f_p, q_p, T_a, placements, strata, ctx: AdcContext,
     from . import propagate as P
     from .intervals import clt_or_none
 
-    opts = ctx.options
-    if ctx.C is None:
-        return not_identified(p, "factored", ctx.adc_reason, n, opts.level, **extra)
+    opts = ctx.options            # ctx.C is set: factored() answers an unidentified ADC before the inputs
     strata_note = (None if strata is None else
                    f"ads partitioned by the calibration key into {strata.attrs['strata']} eligibility strata: "
                    f"V = sum_s (T_s/T) V_s")

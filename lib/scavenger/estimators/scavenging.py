@@ -166,6 +166,11 @@ def _reward_range(log_summary: pd.DataFrame) -> float:
     return hi - lo
 
 
+def naming_a_base(pe: pd.DataFrame) -> pd.DataFrame:
+    """policy_events' rows of the targets whose decisions name a base (logging) policy on every event."""
+    return pe[~(pe["n_with_base"] < pe["n_events"]) & ~(pe["n_events"] == 0)]
+
+
 def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: float = 0.95,
                           uniform: bool = False, reward_range: float | None = None) -> pd.DataFrame:
     """Action = base (logging) policy; targets whose decisions carry ``base_policy`` on every event.
@@ -176,7 +181,7 @@ def base_policy_estimates(stats, policies=None, delta: float = 0.05, level: floa
     pe = stats.table("policy_events")
     if not len(ls) or not len(pe):
         return pd.DataFrame(columns=ROW_COLUMNS)
-    named = pe[~(pe["n_with_base"] < pe["n_events"]) & ~(pe["n_events"] == 0)]     # a base on every event
+    named = naming_a_base(pe)
     if policies:
         named = named[named["policy_id"].isin(list(policies))]
     if not len(named):                     # no target to estimate: base_targets is not read (nor merged)

@@ -218,11 +218,11 @@ def scavenging_base(stats, p: str, options) -> list[dict]:
 
 
 def _naming_a_base(stats) -> frozenset:
-    """The targets whose decisions name a base policy on every event (scavenging.base_policy_estimates' test)."""
+    """The targets whose decisions name a base policy on every event (once per window)."""
+    from .scavenging import naming_a_base
+
     pe = stats.table("policy_events")
-    if not len(pe):
-        return frozenset()
-    return frozenset(pe.loc[~(pe["n_with_base"] < pe["n_events"]) & ~(pe["n_events"] == 0), "policy_id"])
+    return frozenset(naming_a_base(pe)["policy_id"]) if len(pe) else frozenset()
 
 
 _CHECKS = ("a", "b")

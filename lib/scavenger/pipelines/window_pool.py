@@ -78,7 +78,7 @@ class Started:
 
     def __init__(self, stats, jobs: list, workers: int):
         global _JOB
-        self.stats, self.jobs, self.pool = stats, list(jobs), None
+        self.jobs, self.pool = list(jobs), None
         self.heads: list = [None] * len(self.jobs)
         self.parts: list = [[] for _ in self.jobs]      # per job: [(chunk, future or None)]
         if workers <= 1 or sum(len(items) for items, _ in self.jobs) < 2:
@@ -133,12 +133,6 @@ def start(stats, jobs: list, workers: int) -> Started:
     item here (it fills the shared cache), the rest of every job in contiguous chunks by ``workers`` forked
     processes, while this process goes on; ``.results()`` waits for them (see the module doc)."""
     return Started(stats, jobs, workers)
-
-
-def map_windows(stats, items: list, run_chunk, workers: int) -> list:
-    """``[run_chunk(c) for c in chunks(items, workers)]``, each a list of results, flattened in order (one job of
-    :func:`start`)."""
-    return start(stats, [(items, run_chunk)], workers).results()[0]
 
 
 def _stopped(exc: Exception) -> None:
