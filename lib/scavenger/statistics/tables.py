@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .fast_merge import grouped, key_codes
 from .moment_columns import add_extra_moments, moments_k
 
 
@@ -51,7 +52,7 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
         return pd.DataFrame(columns=keys)
     if t.align is not None:
         frames = t.align(frames, by_dt)
-    df = pd.concat(frames, ignore_index=True)
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
     values = [c for c in df.columns if c not in keys and c != "dt"]
     dtypes = dict(zip(df.columns, df.dtypes))          # one lookup, not a column made per value column
     agg = {}
@@ -69,6 +70,9 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
         # days kept apart (dt a key), each frame's days after the one before's: its rows, already one per key and
         # in order when each day's are (window._split sorts a pass's days), side by side with no sort
         return _zero_filled(df, sums)[keys + values]
+    if keys and len(frames) == 1 and (one := _one_row_per_key(df, keys)) is not None:
+        # one day's rows, one per key (as a pass makes them): in the keys' order
+        return _zero_filled(df.take(one), sums).reset_index(drop=True)[keys + values]
     if keys and ((len(frames) == 1 and not df.duplicated(keys).any()) or (keys[0] == "dt" and _apart(frames))):
         # one day's rows, or days kept apart (dt a key) that no two frames share: already one row per key
         df = _zero_filled(df, sums)
@@ -76,6 +80,9 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
     if not keys:
         df = _zero_filled(df, sums)
         return pd.DataFrame([{c: _reduce(df[c], how) for c, how in agg.items()}])[values]
+    fast = grouped(df, keys, agg)        # numpy: the usual table (statistics/fast_merge.py)
+    if fast is not None:
+        return fast
     # one vectorized reduction per kind, not one per column: slate moments of K positions hold ~1.5 K^2 columns
     text = [c for c, how in agg.items() if how in ("min", "max")]
     g = ordered_text(df, text).groupby(keys, dropna=False, sort=True, observed=True)
@@ -89,6 +96,16 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
         parts.append(g.agg(other))
     out = pd.concat(parts, axis=1).reset_index() if parts else g.size().reset_index()[keys]
     return plain_text(out, text)[keys + values]
+
+
+def _one_row_per_key(df: pd.DataFrame, keys: list):
+    """The row order that sorts ``df`` by ``keys`` when no two rows share them (statistics/fast_merge.key_codes);
+    None when two do, or the keys are not for numpy to order (pandas' test then)."""
+    code = key_codes(df, keys)
+    if code is None:
+        return None
+    order = np.argsort(code, kind="stable")
+    return order if len(code) < 2 or (np.diff(code[order]) > 0).all() else None
 
 
 def partial_against_window(frames: list) -> list:
