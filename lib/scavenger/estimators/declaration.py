@@ -50,6 +50,9 @@ class Estimator:
     unit: str = UNIT_EVENT
     difference: Callable[..., Any] | str | None = None  # difference(stats, policy_id, baseline_id, options) -> the
     #                                   row of target minus baseline on the same events (evaluate --baseline)
+    windows: Callable[..., Any] | str | None = None  # windows(stats, options, kind): before --by-day's windows
+    #                                   (kind "by_day") or running/'s prefixes ("running") run in worker processes
+    #                                   without the engine, put in options.shared what they read from it
 
     def __post_init__(self):
         for attr in ("tables", "checks", "aliases", "outputs"):
@@ -67,23 +70,27 @@ class Estimator:
     @property
     def function(self) -> Callable:
         """The estimate function (a "module:attr" reference imported on first use)."""
-        fn = self.estimate
-        if isinstance(fn, str):
-            module, _, attr = fn.partition(":")
-            fn = getattr(importlib.import_module(module), attr)
-        return fn
+        return _imported(self.estimate)
 
     @property
     def difference_function(self) -> Callable:
-        fn = self.difference
-        if isinstance(fn, str):
-            module, _, attr = fn.partition(":")
-            fn = getattr(importlib.import_module(module), attr)
-        return fn
+        return _imported(self.difference)
+
+    @property
+    def windows_function(self) -> Callable | None:
+        return _imported(self.windows) if self.windows is not None else None
 
     def names(self) -> tuple:
         """Every estimator column value its rows may hold."""
         return (self.name, *self.outputs)
+
+
+def _imported(fn):
+    """A declared function, or a "module:attr" reference imported now."""
+    if isinstance(fn, str):
+        module, _, attr = fn.partition(":")
+        fn = getattr(importlib.import_module(module), attr)
+    return fn
 
 
 class EstimateOptions:

@@ -63,6 +63,15 @@ def _window_sums(stats, options) -> pd.DataFrame:
     return by_dt[by_dt["dt"] == last].drop(columns=["dt"]).reset_index(drop=True)
 
 
+def _windows(stats, options, kind: str) -> None:
+    """Before --by-day's windows (``kind`` "by_day") or running/'s prefixes ("running") run in workers without the
+    engine: the one reduction of the big tables they read (:func:`_window_sums`), into the run's shared cache."""
+    if kind == "running":
+        options.shared("scavenging_sums_by_prefix", lambda: scavenging_sums(stats, prefixes=sorted(stats.dates)))
+    elif kind == "by_day":
+        options.shared("scavenging_sums_by_dt", lambda: scavenging_sums(stats, by_dt=True))
+
+
 def _direct(stats, options) -> dict:
     """What the direct approach's rows of every policy share (cached per window): policy events, the sums, the
     number of slates k, the reward range and the eligibility strata."""
@@ -232,7 +241,7 @@ ESTIMATORS = (
                       "sec. 3, 4.1)", estimate=scavenging_slate, aliases=("direct",), family="scavenging",
               checks=_CHECKS, tables=("slate_targets", "slate_covered", "policy_events"),
               identification="every slate the target shows was logged (T_a > 0) for some event", recommend_rank=8,
-              outputs=("scavenging_ad", "scavenging_slate_uniform", "scavenging_ad_uniform")),
+              outputs=("scavenging_ad", "scavenging_slate_uniform", "scavenging_ad_uniform"), windows=_windows),
     Estimator(name="scavenging_base",
               summary="V = sum_a S_a / T_a, action = the base (logging) policy that served the event (seed 001 "
                       "sec. 3.3)", estimate=scavenging_base, family="scavenging", checks=_CHECKS,

@@ -8,15 +8,16 @@ import pandas as pd
 
 from ..estimators.declaration import EstimateOptions
 from .common import by_day_dates, concat_days, empty_day_reason
-from .estimate_rows import run_estimators
+from .estimate_rows import prepare_windows, run_estimators
 
 
 def by_day_job(stats, policies, run, opts: EstimateOptions, window, finish) -> tuple:
     """estimates_by_day: one estimate per day of the window, from the stored per-day statistics (no extra scan),
-    as (days, chunk function, assemble): window_pool.start runs the chunks, several at a time (with running/'s
-    prefixes, pipelines/running.running_job), ``assemble(results)`` makes the table. A day without logs after the
-    first such one: that one's rows, renamed. ``finish(rows, window_name)``: a day's estimator rows as its
-    estimates table (gate verdicts, checks column)."""
+    as (days, chunk function, assemble, prepare): window_pool.start runs ``prepare()`` (what the days read from the
+    engine, estimate_rows.prepare_windows) then the chunks, several at a time (with running/'s prefixes,
+    pipelines/running.running_job), ``assemble(results)`` makes the table. A day without logs after the first such
+    one: that one's rows, renamed. ``finish(rows, window_name)``: a day's estimator rows as its estimates table
+    (gate verdicts, checks column)."""
     dates = by_day_dates(window)
     lacking = [d for d in dates if d in window.absent]
     todo = [d for d in dates if d not in window.absent or d == lacking[0]]
@@ -37,7 +38,7 @@ def by_day_job(stats, policies, run, opts: EstimateOptions, window, finish) -> t
             blank = frames[todo.index(lacking[0])].drop(columns=["dt"])
             frames = [*frames, _absent_days(blank, lacking[1:], window.absent)]
         return concat_days(frames).sort_values("dt", kind="stable").reset_index(drop=True)
-    return todo, days, done
+    return todo, days, done, lambda: prepare_windows(stats, run, opts, "by_day")
 
 
 def _absent_days(blank: pd.DataFrame, days: list, absent) -> pd.DataFrame:

@@ -35,6 +35,16 @@ def run_estimators(stats, policies: list, run: list, options) -> list[dict]:
     return rows
 
 
+def prepare_windows(stats, run: list, options, kind: str) -> None:
+    """Each estimator's ``windows`` hook (estimators/declaration.Estimator) over the whole window: what --by-day's
+    windows (``kind`` "by_day") or running/'s prefixes ("running") read from the engine, into ``options.shared``,
+    before they run in worker processes that have no engine (pipelines/window_pool.py)."""
+    for name in run:
+        hook = registry.get(name).windows_function
+        if hook is not None:
+            hook(stats, options, kind)
+
+
 def _n_events(stats, policy_id) -> int:
     return _policy_events(stats, policy_id, "n_events")
 

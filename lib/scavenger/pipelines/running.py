@@ -28,7 +28,7 @@ from ..errors import UsageError
 from ..estimators.declaration import EstimateOptions
 from .. import registry
 from ..estimators.differences import DIFFERENCE_COLUMNS, LOGGING
-from .estimate_rows import run_estimators
+from .estimate_rows import prepare_windows, run_estimators
 
 RUNNING_COLUMNS = ("policy_id", "baseline_id", "estimator", "window", "value", "std_error", "ci_low", "ci_high",
                    "interval_kind", "cs_low", "cs_high", "level", "n_events", "identified", "reason", "cs_reason",
@@ -103,7 +103,8 @@ def difference_rows(stats, policies: list, run: list, options: EstimateOptions, 
 def running_job(stats, policies: list, run: list, options: EstimateOptions, baseline: str | None = None,
                 absent=()) -> tuple:
     """The running table (module doc): for each day of the window with logs, the estimators (and differences)
-    over the first day through it, as (days, chunk function, assemble): window_pool.start runs the chunks, several
+    over the first day through it, as (days, chunk function, assemble, prepare): window_pool.start runs
+    ``prepare()`` (what the prefixes read from the engine, estimate_rows.prepare_windows) then the chunks, several
     at a time (with the by-day windows, pipelines/by_day.by_day_job), ``assemble(results)`` makes the table."""
     days = sorted(stats.dates)
     first = min([*stats.dates, *absent]) if stats.dates else None
@@ -123,7 +124,7 @@ def running_job(stats, policies: list, run: list, options: EstimateOptions, base
         if not frames:
             return pd.DataFrame(columns=list(RUNNING_COLUMNS))
         return pd.concat(frames, ignore_index=True)
-    return days, prefixes, done
+    return days, prefixes, done, lambda: prepare_windows(stats, run, options, "running")
 
 
 def _prefix_rows(prefix, d, label: str, policies: list, run: list, options: EstimateOptions, baseline, whole):

@@ -73,23 +73,32 @@ def chunks(items: list, n: int) -> list:
 
 
 class Started:
-    """Jobs ``[(items, run_chunk), ...]`` under way (:func:`start`): :meth:`results` gives each job's results, in
-    order; :meth:`close` stops what is left (an error in the parent meanwhile)."""
+    """Jobs ``[(items, run_chunk[, prepare]), ...]`` under way (:func:`start`): :meth:`results` gives each job's
+    results, in order; :meth:`close` stops what is left (an error in the parent meanwhile)."""
 
     def __init__(self, stats, jobs: list, workers: int):
         global _JOB
-        self.jobs, self.pool = list(jobs), None
+        jobs = [(*job, None)[:3] for job in jobs]
+        self.jobs, self.pool = [(items, run_chunk) for items, run_chunk, _ in jobs], None
         self.heads: list = [None] * len(self.jobs)
         self.parts: list = [[] for _ in self.jobs]      # per job: [(chunk, future or None)]
         if workers <= 1 or sum(len(items) for items, _ in self.jobs) < 2:
             return                          # one at a time, when the results are asked for
-        for j, (items, run_chunk) in enumerate(self.jobs):
-            self.heads[j] = run_chunk(list(items[:1])) if items else []   # fills the shared cache
-        self.parts = [[(c, None) for c in chunks(list(items[1:]), workers) if c] for items, _ in self.jobs]
+        rest = []
+        for j, (items, run_chunk, prepare) in enumerate(jobs):
+            if prepare is not None:         # what the job's items read from the engine, into the shared cache
+                prepare()
+                self.heads[j], left = [], list(items)
+            else:                           # the first item fills the shared cache
+                self.heads[j], left = (run_chunk(list(items[:1])) if items else []), list(items[1:])
+            rest.append(left)
+        # twice as many chunks as workers: a worker that is done early takes the next
+        self.parts = [[(c, None) for c in chunks(left, 2 * workers) if c] for left in rest]
         _JOB = (stats, [run_chunk for _, run_chunk in self.jobs])
         try:
             self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
-            self.parts = [[(c, self.pool.submit(_in_worker, j, c)) for c, _ in parts]
+            futures = {(j, i): self.pool.submit(_in_worker, j, c) for j, i, c in _largest_first(self.parts)}
+            self.parts = [[(c, futures[j, i]) for i, (c, _) in enumerate(parts)]
                           for j, parts in enumerate(self.parts)]
         except Exception as exc:            # noqa: BLE001 - no fork, no process: one at a time, here
             _stopped(exc)
@@ -128,9 +137,17 @@ class Started:
             self.pool = None
 
 
+def _largest_first(parts: list) -> list:
+    """[(job, chunk index, chunk)] of every job's chunks, the later jobs' first (running/'s prefixes: each costs
+    more than a day), then by size: the longest ones start first, so the workers end together."""
+    order = [(j, i, c) for j, job in enumerate(parts) for i, (c, _) in enumerate(job)]
+    return sorted(order, key=lambda x: (-x[0], -len(x[2])))
+
+
 def start(stats, jobs: list, workers: int) -> Started:
-    """Start ``jobs`` ([(items, run_chunk), ...]; ``run_chunk(list of items) -> list of results``): each job's first
-    item here (it fills the shared cache), the rest of every job in contiguous chunks by ``workers`` forked
+    """Start ``jobs`` ([(items, run_chunk[, prepare]), ...]; ``run_chunk(list of items) -> list of results``):
+    ``prepare()`` here (what the items read from the engine, into the shared cache), or without one the job's first
+    item here (it fills that cache), then the rest of every job in contiguous chunks by ``workers`` forked
     processes, while this process goes on; ``.results()`` waits for them (see the module doc)."""
     return Started(stats, jobs, workers)
 
