@@ -35,12 +35,11 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
 
     if not len(ad_position):
         return {}
-    m = rewarded(ad_position).groupby(["ad_id", "position"])["m"].sum().unstack(fill_value=0)
+    shown, positions = _shown(ad_position, rewarded(ad_position)["m"])
     out = {}
-    if 1 not in m.columns:
-        return {int(p): "no ad was shown at position 1, the reference of every ADC" for p in m.columns}
-    shown = m.to_numpy() > 0
-    at_1 = shown[:, list(m.columns).index(1)]
+    if 1 not in positions:
+        return {int(p): "no ad was shown at position 1, the reference of every ADC" for p in positions}
+    at_1 = shown[:, positions.index(1)]
     # whether some ad was shown at two positions (with a reward known), and (without) whether any moved at all
     shared = int((shown.sum(axis=1) > 1).sum())
     alone = None
@@ -48,8 +47,8 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
         alone = ("ADCs are not identifiable: no slot reward is known where an ad was shown at more than one position "
                  "(rows with a slate_reward and null slot rewards); the ADCs need per-slot rewards"
                  if _moved(ad_position) else "ADCs are not identifiable: no ad was shown at more than one position")
-    columns = {c: i for i, c in enumerate(m.columns)}
-    for p in range(2, int(max(m.columns)) + 1):
+    columns = {c: i for i, c in enumerate(positions)}
+    for p in range(2, int(max(positions)) + 1):
         if p not in columns:
             out[p] = f"not identifiable: no impressions at position {p} in the window"
             continue
@@ -61,7 +60,24 @@ def adc_identification(ad_position: pd.DataFrame) -> dict:
 
 def _moved(ad_position: pd.DataFrame) -> bool:
     """Whether some ad was shown at more than one position (its impressions, a reward known or not)."""
-    return bool((ad_position[ad_position["m"] > 0].groupby("ad_id")["position"].nunique() > 1).any())
+    return bool((_shown(ad_position, ad_position["m"])[0].sum(axis=1) > 1).any())
+
+
+def _shown(ad_position: pd.DataFrame, m: pd.Series) -> tuple:
+    """(ads x positions: whether the ad's impressions ``m`` there sum above 0, the positions in order), the ads and
+    positions of the rows whose ad and position are not null (a group-by of (ad_id, position) unstacked, in
+    numpy: once per window)."""
+    ads, _ = pd.factorize(ad_position["ad_id"])
+    pos, values = pd.factorize(ad_position["position"], sort=True)
+    ok = (ads >= 0) & (pos >= 0)
+    used = np.unique(pos[ok])                              # positions some row holds with an ad
+    cols = np.searchsorted(used, pos[ok])
+    n_ads = int(ads[ok].max()) + 1 if ok.any() else 0
+    w = pd.to_numeric(m, errors="coerce").to_numpy(float)[ok]
+    sums = np.bincount(ads[ok] * len(used) + cols, weights=np.where(np.isnan(w), 0.0, w),    # a null adds 0
+                       minlength=n_ads * len(used)).reshape(n_ads, len(used))
+    present = np.bincount(ads[ok], minlength=n_ads) > 0    # an ad all of whose rows lack a position is no row
+    return sums[present] > 0, [values[i].item() if hasattr(values[i], "item") else values[i] for i in used]
 
 
 def adc_rows(stats, methods, level: float, dcg_base: float, smoothing: float, full: bool = True) -> pd.DataFrame:

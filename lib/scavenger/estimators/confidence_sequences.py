@@ -90,24 +90,37 @@ def psi_e(lam):
     return -np.log1p(-lam) - lam
 
 
+_PSI = psi_e(LAMBDAS)
+
+
 def centres(b: Blocks, lo: float, hi: float) -> np.ndarray:
     """The predictable centre h_b of each block: the mean of x over the blocks before (the range's middle for the
     first), clipped into [lo, hi] and at least CENTRE_FLOOR x (hi - lo) above low_b."""
-    before_n = np.concatenate([[0.0], np.cumsum(b.n)[:-1]])
-    before_s = np.concatenate([[0.0], np.cumsum(b.s)[:-1]])
     with np.errstate(invalid="ignore", divide="ignore"):
-        h = np.where(before_n > 0, before_s / np.where(before_n > 0, before_n, 1.0), 0.5 * (lo + hi))
+        return _centres(b.n, b.s, b.low, lo, hi)
+
+
+def _centres(n, s, low, lo, hi) -> np.ndarray:
+    """:func:`centres` of the blocks along the last axis (``s``, ``low``, ``lo``, ``hi``: one row per side)."""
+    before_n = np.concatenate([[0.0], np.cumsum(n)[:-1]])
+    before_s = np.concatenate([np.zeros(s.shape[:-1] + (1,)), np.cumsum(s, axis=-1)[..., :-1]], axis=-1)
+    h = np.where(before_n > 0, before_s / np.where(before_n > 0, before_n, 1.0), 0.5 * (lo + hi))
     h = np.minimum(np.maximum(h, lo), hi)
-    return np.maximum(h, b.low + CENTRE_FLOOR * max(hi - lo, 1e-12))
+    return np.maximum(h, low + CENTRE_FLOOR * np.maximum(hi - lo, 1e-12))
 
 
 def running_sums(b: Blocks, lo: float, hi: float) -> tuple:
     """(P_t, N_t, V_t) after each block: S_t(m) = P_t - m N_t, V_t as in the module docstring."""
-    h = centres(b, lo, hi)
-    c = h - b.low
-    with np.errstate(over="ignore", invalid="ignore"):      # a range near double precision's end: no band after
-        q = np.maximum(b.s2 - 2.0 * h * b.s + b.n * h * h, 0.0)     # sum (x - h_b)^2, >= 0 up to rounding
-        return np.cumsum(b.s / c), np.cumsum(b.n / c), np.cumsum(q / c / c)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # a range near double precision's end
+        return _running_sums(b.n, b.s, b.s2, b.low, lo, hi)
+
+
+def _running_sums(n, s, s2, low, lo, hi) -> tuple:
+    """:func:`running_sums` of the blocks along the last axis (one row per side; ``n`` and ``s2`` shared)."""
+    h = _centres(n, s, low, lo, hi)
+    c = h - low
+    q = np.maximum(s2 - 2.0 * h * s + n * h * h, 0.0)     # sum (x - h_b)^2, >= 0 up to rounding
+    return np.cumsum(s / c, axis=-1), np.cumsum(n / c, axis=-1), np.cumsum(q / c / c, axis=-1)
 
 
 def log_process(b: Blocks, m: float, lo: float, hi: float, lambdas=LAMBDAS) -> np.ndarray:
@@ -129,12 +142,14 @@ def _roots(P: np.ndarray, N: np.ndarray, V: np.ndarray, alpha: float, lambdas=LA
     (log(1/alpha) + log(grid size) + psi V)/lambda, where g(y0) >= log(1/alpha), fall to the root from above
     without passing it (each root on its own: one that has converged stays put while the others go on)."""
     thr = math.log(1.0 / alpha)
-    lam, psi = np.asarray(lambdas, dtype=float), psi_e(lambdas)
-    y = np.min((thr + math.log(len(lam)) + psi[None, :] * V[:, None]) / lam[None, :], axis=1)
+    lam, psi = (LAMBDAS, _PSI) if lambdas is LAMBDAS else (np.asarray(lambdas, dtype=float), psi_e(lambdas))
+    pv = psi[None, :] * V[:, None]
+    y = np.min((thr + math.log(len(lam)) + pv) / lam[None, :], axis=1)
     for _ in range(NEWTON_STEPS):
-        e = lam[None, :] * y[:, None] - psi[None, :] * V[:, None]
-        top = e.max(axis=1)
-        w = np.exp(e - top[:, None])
+        w = lam[None, :] * y[:, None] - pv
+        top = w.max(axis=1)
+        w -= top[:, None]
+        np.exp(w, out=w)
         total = w.sum(axis=1)
         g = top + np.log(total / len(lam))
         step = (g - thr) / ((w * lam[None, :]).sum(axis=1) / total)
@@ -150,8 +165,10 @@ def band(b: Blocks, level: float, lo: float, hi: float) -> tuple[np.ndarray, np.
     running intersection, clipped to [lo, hi]; both sides' roots in one Newton run."""
     alpha = 1.0 - level
     t = len(b.n)
-    sides = [running_sums(b, lo, hi), running_sums(b.mirrored(), -hi, -lo)]
-    ends = _roots(*(np.concatenate([x, y]) for x, y in zip(*sides)), alpha / 2.0)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # x's side, then -x's (b.mirrored())
+        P, N, V = _running_sums(b.n, np.stack([b.s, -b.s]), b.s2, np.stack([b.low, -b.high]),
+                                np.array([[lo], [-hi]]), np.array([[hi], [-lo]]))
+    ends = _roots(P.ravel(), N.ravel(), V.ravel(), alpha / 2.0)
     low, high = ends[:t], -ends[t:]
     low = np.maximum.accumulate(np.maximum(np.where(np.isfinite(low), low, lo), lo))
     high = np.minimum.accumulate(np.minimum(np.where(np.isfinite(high), high, hi), hi))
@@ -167,8 +184,7 @@ def columns(b: Blocks | None, level: float, lo: float, hi: float, why: str | Non
         return {**none, "cs_reason": why}
     if b is None or not len(b.n) or b.n.sum() < 2:
         return {**none, "cs_reason": "fewer than two events: no confidence sequence"}
-    if not (np.all(np.isfinite(b.low)) and np.all(np.isfinite(b.high)) and np.all(np.isfinite(b.s))
-            and np.all(np.isfinite(b.s2))):
+    if not np.isfinite(np.concatenate([b.low, b.high, b.s, b.s2])).all():
         return {**none, "cs_reason": ("the per-event term's range or sums are beyond double precision (a weight "
                                       "bound 1/mu of a tiny propensity): no confidence sequence")}
     low, high = band(b, level, lo, hi)

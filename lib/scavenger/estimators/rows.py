@@ -65,15 +65,21 @@ def derived(stats, key, fn):
 
 def _policy_events(stats, policy_id: str, column: str) -> int:
     """The sum of policy_events' ``column`` over the policy's days (0 where the stored days lack the column)."""
-    def sums():
+    def sums():             # {column: {policy: sum}}: a group-by of policy, in numpy (read ~80 times a window)
         pe = stats.table("policy_events")
+        if not len(pe):
+            return {}
+        at, ids = pd.factorize(pe["policy_id"])             # -1: a null policy id, left out as by a group-by
         numeric = [c for c in pe.columns if c != "policy_id" and pd.api.types.is_numeric_dtype(pe[c])]
-        return pe.groupby("policy_id")[numeric].sum() if len(pe) else None
+        out = {}
+        for c in numeric:
+            v = pe[c].to_numpy(float)
+            total = np.bincount(at[at >= 0], weights=np.where(np.isnan(v), 0.0, v)[at >= 0], minlength=len(ids))
+            out[c] = dict(zip(ids, total.tolist()))
+        return out
 
-    by_policy = derived(stats, "policy_events_sums", sums)
-    if by_policy is None or column not in by_policy.columns or policy_id not in by_policy.index:
-        return 0
-    return int(by_policy.at[policy_id, column])
+    value = derived(stats, "policy_events_sums", sums).get(column, {}).get(policy_id)
+    return 0 if value is None else int(value)
 
 
 def reorders_logged_slate(stats, policy_id: str) -> bool:
@@ -138,7 +144,7 @@ def _weight_and_reward_bounds(stats, declared: tuple | None = None) -> tuple[flo
     # partial slates: a row holds at most `held` slots (Y_k = 1 elsewhere), so W is at most the product of the
     # `held` largest 1/min mu_k, and its reward the sum of `held` slot rewards (one-slot OBD rows: 1/mu, one click)
     held = int(lc["max_slots"].max()) if len(lc) and "max_slots" in lc and lc["max_slots"].notna().any() else 0
-    min_p = ap.groupby("position")["min_p"].min().to_numpy(float) if len(ap) else np.array([])
+    min_p = np.array(list(_min_p_by_position(stats).values()), dtype=float)
     min_p = np.sort(min_p[np.isfinite(min_p) & (min_p > 0)])
     wmax = weight_bound(min_p[:held] if 0 < held < len(min_p) else min_p) if len(ap) else math.inf
     lo, hi = reward_range(stats)
@@ -161,14 +167,12 @@ def pair_support(stats, policy_id) -> float:
     if not len(tp):
         return math.nan
 
-    def by_policy():            # every policy's placements beside what the logs showed: one merge per window
-        g = ap.groupby(["logging_policy", "position", "ad_id"], sort=False)
-        shown = pd.concat([g["m"].sum().rename("n"), g["max_p"].max()], axis=1).reset_index()
-        m = tp.rename(columns={"pos_j": "position"}).merge(shown, on=["logging_policy", "position", "ad_id"],
-                                                           how="left")
-        mass = np.nan_to_num(m["s_p"].to_numpy(float))          # a sum over no rows counts 0, as pandas' sum
-        supported = np.where(unsupported(m).to_numpy(), 0.0, mass)
-        codes, ids = pd.factorize(m["policy_id"])              # -1: a null policy id, left out as by a group-by
+    def by_policy():            # every policy's placements beside what the logs showed: once per window
+        shown, n, max_p = _pairs_shown(ap, tp)
+        mass = np.nan_to_num(tp["s_p"].to_numpy(float))         # a sum over no rows counts 0, as pandas' sum
+        supported = np.where(unsupported(pd.DataFrame({"n": np.where(shown, n, np.nan), "max_p": max_p})).to_numpy(),
+                             0.0, mass)
+        codes, ids = pd.factorize(tp["policy_id"])             # -1: a null policy id, left out as by a group-by
         keep = codes >= 0
         total = np.bincount(codes[keep], weights=mass[keep], minlength=len(ids))
         held = np.bincount(codes[keep], weights=supported[keep], minlength=len(ids))
@@ -180,11 +184,45 @@ def pair_support(stats, policy_id) -> float:
     return float(supported) / float(total)
 
 
+def _pairs_shown(ap: pd.DataFrame, tp: pd.DataFrame) -> tuple:
+    """For each target placement (row of ``tp``): whether its (logging policy, position, ad) was shown (a row of
+    ``ap``; a null in any key matches nothing), the times shown (sum m) and the largest logged propensity (max_p,
+    NaN where none was logged), summed over folds: ap grouped by the pair, left-joined to tp, in numpy."""
+    keys = (("logging_policy", "logging_policy"), ("position", "pos_j"), ("ad_id", "ad_id"))
+    code, ok = np.zeros(len(ap) + len(tp), dtype=np.int64), np.ones(len(ap) + len(tp), dtype=bool)
+    for a, t in keys:
+        c, uniq = pd.factorize(np.concatenate([ap[a].to_numpy(), tp[t].to_numpy()]))
+        ok &= c >= 0
+        code = code * (len(uniq) + 1) + np.where(c >= 0, c, 0)
+    pairs, inv = np.unique(np.where(ok, code, -1), return_inverse=True)
+    inv_ap, inv_tp = inv[:len(ap)], inv[len(ap):]
+    real = ok[:len(ap)]
+    n = np.bincount(inv_ap[real], weights=ap["m"].to_numpy(float)[real], minlength=len(pairs))
+    seen = np.bincount(inv_ap[real], minlength=len(pairs)) > 0
+    max_p = np.full(len(pairs), np.nan)
+    np.fmax.at(max_p, inv_ap[real], ap["max_p"].to_numpy(float)[real])
+    shown = seen[inv_tp] & ok[len(ap):]
+    return shown, n[inv_tp], np.where(shown, max_p[inv_tp], np.nan)
+
+
+def _min_p_by_position(stats) -> dict:
+    """{position: the smallest logged propensity there (NaN where none was logged)} of ad_position (its group-by
+    of position, in numpy: once per window)."""
+    def make():
+        ap = stats.table("ad_position")
+        if not len(ap):
+            return {}
+        at, positions = pd.factorize(ap["position"], sort=True)
+        low = np.full(len(positions), np.nan)
+        np.fmin.at(low, at[at >= 0], pd.to_numeric(ap["min_p"], errors="coerce").to_numpy(float)[at >= 0])
+        return dict(zip(np.asarray(positions).tolist(), low.tolist()))
+    return derived(stats, "min_p_by_position", make)
+
+
 def slot_weight_bounds(stats) -> np.ndarray:
     """ymax_k = 1/min mu_k over the window's logged propensities at position k (no Y_k = pi_k/mu_k exceeds it; 1
     where no propensity was logged): the phantom of the PI family's empirical-likelihood interval."""
-    ap, K = stats.table("ad_position"), max(stats.K, 1)
-    low = ap.groupby("position")["min_p"].min() if len(ap) else pd.Series(dtype=float)
+    low, K = _min_p_by_position(stats), max(stats.K, 1)
     p = np.array([float(low.get(k, math.nan)) for k in range(1, K + 1)])
     with np.errstate(over="ignore", divide="ignore"):  # 1/mu beyond double precision: +inf (no interval, and why)
         return np.where(np.isfinite(p) & (p > 0), 1.0 / np.minimum(np.where(p > 0, p, 1.0), 1.0), 1.0)

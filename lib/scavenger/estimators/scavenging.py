@@ -45,22 +45,34 @@ def log_n_layout_slates(ad_position: pd.DataFrame, K: int, max_work: int = 2_000
     needs k >= 1; -inf without any."""
     if K < 1 or not len(ad_position):
         return -math.inf
-    ap = ad_position.loc[ad_position["position"].between(1, K), ["ad_id", "position"]].drop_duplicates()
-    if not len(ap):
+    pos = pd.to_numeric(ad_position["position"], errors="coerce").to_numpy(float)
+    held = (pos >= 1) & (pos <= K)
+    if not held.any():
         return -math.inf
-    per_pos = ap.groupby("position")["ad_id"].nunique()
-    bit = {int(p): 1 << i for i, p in enumerate(sorted(per_pos.index))}     # Python ints: no overflow at K = 64
-    bits = [bit[int(p)] for p in ap["position"]]
-    # each (ad, position) once: an ad's mask is the sum of its positions' bits (int64 up to 62 positions)
-    masks = (pd.Series(bits, index=ap["ad_id"].to_numpy(), dtype="int64").groupby(level=0).sum() if len(bit) <= 62
-             else ap.assign(bit=bits).groupby("ad_id")["bit"].agg(lambda b: sum(b)))
-    classes = masks.value_counts()
-    P, n = len(bit), int(len(masks))
-    upper = min(float(np.sum(np.log(per_pos.to_numpy(float)))), log_n_slates(n, P))
+    # each (ad, position) once, ads with a null id left out (but their positions held): positions in order
+    positions, at = np.unique(pos[held], return_inverse=True)
+    ads, _ = pd.factorize(ad_position["ad_id"].to_numpy()[held])
+    pairs = np.unique(ads[ads >= 0].astype(np.int64) * len(positions) + at[ads >= 0])
+    pair_ad, pair_pos = pairs // len(positions), pairs % len(positions)
+    per_pos = np.bincount(pair_pos, minlength=len(positions))          # distinct ads per position
+    P, n = len(positions), int(len(np.unique(pair_ad)))
+    if P <= 62:      # an ad's mask: the sum of its positions' bits (int64)
+        masks = np.zeros(int(pair_ad.max()) + 1 if len(pair_ad) else 0, dtype=np.int64)
+        np.add.at(masks, pair_ad, np.left_shift(np.int64(1), pair_pos.astype(np.int64)))
+        masks = masks[np.bincount(pair_ad, minlength=len(masks)) > 0]
+        values, counts = np.unique(masks, return_counts=True)
+        classes = list(zip(values.tolist(), counts.tolist()))
+    else:            # Python ints: no overflow at K = 64
+        by_ad: dict = {}
+        for a, k in zip(pair_ad.tolist(), pair_pos.tolist()):
+            by_ad[a] = by_ad.get(a, 0) + (1 << k)
+        classes = list(pd.Series(list(by_ad.values()), dtype=object).value_counts().items())
+    with np.errstate(divide="ignore"):
+        upper = min(float(np.sum(np.log(per_pos.astype(float)))), log_n_slates(n, P))
     if len(classes) * 3 ** min(P, 40) > max_work:
         return max(upper, 0.0)
     dp = {0: 1}
-    for mask, m in classes.items():
+    for mask, m in classes:
         mask, m = int(mask), int(m)
         new = dict(dp)
         for state, ways in dp.items():
