@@ -135,6 +135,31 @@ def test_jobs_started_together_come_back_in_order_while_the_parent_works():
         [[-1, -2, -3], []]
 
 
+def test_a_job_that_prepares_sends_every_item_to_the_workers():
+    """With ``prepare`` (what the items read from the engine, into the shared cache), no item runs here: prepare
+    runs here first, then every item in a worker, which sees what prepare left; the results come back in order."""
+    import os
+
+    parent, shared = os.getpid(), {}
+
+    def prepare():
+        shared["sums"] = {x: x * 10 for x in range(9)}     # as the engine would give them
+        return os.getpid()
+
+    def run_chunk(part):
+        return [(x, shared["sums"][x], os.getpid() == parent) for x in part]
+    got = P.start(_Stats(), [(list(range(9)), run_chunk, prepare), (list("ab"), lambda part: part)], 2).results()
+    assert [g[:2] for g in got[0]] == [(x, x * 10) for x in range(9)] and got[1] == ["a", "b"]
+    assert not any(here for *_, here in got[0])        # every item in a worker
+    assert shared["sums"][3] == 30
+
+
+def test_the_contiguous_jobs_chunks_start_first_then_the_longest():
+    parts = [[([1, 2], None), ([3], None)], [([4, 5, 6], None), ([7, 8], None)], [([9], None), ([1, 2], None)]]
+    assert [(j, i) for j, i, _ in P._largest_first(parts, [False, True, False])] == \
+        [(1, 0), (1, 1), (0, 0), (2, 1), (0, 1), (2, 0)]
+
+
 def test_a_worker_that_dies_leaves_its_windows_to_the_parent(capsys):
     import os
 

@@ -139,6 +139,10 @@ class EstimateOptions:
             self._shared[key] = fn()
         return self._shared[key]
 
+    def shared_value(self, key):
+        """What ``shared(key, ...)`` holds (None before it was computed)."""
+        return self._shared.get(key)
+
     def for_day(self, day, window: str, window_stats=None) -> "EstimateOptions":
         """The options of one day of a --by-day run: its own ``cached``, the run's ``shared``."""
         return EstimateOptions(self._options, window, day, self, self.derived, self.named, window_stats)

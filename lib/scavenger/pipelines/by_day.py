@@ -9,12 +9,13 @@ import pandas as pd
 from ..estimators.declaration import EstimateOptions
 from .common import by_day_dates, concat_days, empty_day_reason
 from .estimate_rows import prepare_windows, run_estimators
+from .window_pool import Job
 
 
 def by_day_job(stats, policies, run, opts: EstimateOptions, window, finish) -> tuple:
     """estimates_by_day: one estimate per day of the window, from the stored per-day statistics (no extra scan),
-    as (days, chunk function, assemble, prepare): window_pool.start runs ``prepare()`` (what the days read from the
-    engine, estimate_rows.prepare_windows) then the chunks, several at a time (with running/'s prefixes,
+    as (window_pool.Job, assemble): window_pool.start runs the job's ``prepare()`` (what the days read from the
+    engine, estimate_rows.prepare_windows) then its chunks, several at a time (with running/'s prefixes,
     pipelines/running.running_job), ``assemble(results)`` makes the table. A day without logs after the first such
     one: that one's rows, renamed. ``finish(rows, window_name)``: a day's estimator rows as its estimates table
     (gate verdicts, checks column)."""
@@ -38,7 +39,7 @@ def by_day_job(stats, policies, run, opts: EstimateOptions, window, finish) -> t
             blank = frames[todo.index(lacking[0])].drop(columns=["dt"])
             frames = [*frames, _absent_days(blank, lacking[1:], window.absent)]
         return concat_days(frames).sort_values("dt", kind="stable").reset_index(drop=True)
-    return todo, days, done, lambda: prepare_windows(stats, run, opts, "by_day")
+    return Job(todo, days, lambda: prepare_windows(stats, run, opts, "by_day")), done
 
 
 def _absent_days(blank: pd.DataFrame, days: list, absent) -> pd.DataFrame:

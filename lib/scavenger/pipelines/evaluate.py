@@ -291,6 +291,5 @@ def _by_day_windows(stats, policies, run, opts: EstimateOptions, options: Evalua
         return None
     jobs = [by_day_job(stats, policies, run, opts, window, finish_day),
             R.running_job(stats, policies, run, opts, options.baseline, window.absent)]
-    workers = window_pool.worker_count(stats.engine, sum(len(items) for items, *_ in jobs))
-    return (window_pool.start(stats, [(items, fn, prepare) for items, fn, _, prepare in jobs], workers),
-            [done for _, _, done, _ in jobs])
+    workers = window_pool.worker_count(stats.engine, sum(len(job.items) for job, _ in jobs))
+    return window_pool.start(stats, [job for job, _ in jobs], workers), [done for _, done in jobs]

@@ -10,13 +10,13 @@
   sequence over the prefix's blocks is the running band at dt).
 
 Cost (30 days of 20,000 slotted events, DuckDB, the default estimators, 4 targets, 2 cores): the prefixes and the
-by-day windows, each a run of every estimator over a window's merged tables, ran in about 2 s on two workers (5.2 s
-one at a time at first: pipelines/window_pool.py; both jobs started together by pipelines/evaluate,
-:func:`running_job`); a prefix merges
-only the tables its estimators read (statistics/lazy_tables.py), the derived frames several estimators share are
-made once per window (WindowStats.memo), the direct approach's sums of every prefix come from one statement
-(estimators/scavenging_family._window_sums), and a window whose tables are not written skips what only they need
-(EstimateOptions.keeps_side).
+by-day windows, each a run of every estimator over a window's merged tables, run on two workers
+(pipelines/window_pool.py; both jobs started together by pipelines/evaluate, :func:`running_job` one chunk of
+prefixes per worker, each adding one day to the one before); a prefix merges only the tables its estimators read
+(statistics/lazy_tables.py) with the numpy group-by (statistics/fast_merge.py), the derived frames several
+estimators share are made once per window (WindowStats.memo), the direct approach's sums of every prefix come from
+one statement run before the workers start (estimators/scavenging_family._windows), and a window whose tables are
+not written skips what only they need (EstimateOptions.keeps_side).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from ..estimators.declaration import EstimateOptions
 from .. import registry
 from ..estimators.differences import DIFFERENCE_COLUMNS, LOGGING
 from .estimate_rows import prepare_windows, run_estimators
+from .window_pool import Job
 
 RUNNING_COLUMNS = ("policy_id", "baseline_id", "estimator", "window", "value", "std_error", "ci_low", "ci_high",
                    "interval_kind", "cs_low", "cs_high", "level", "n_events", "identified", "reason", "cs_reason",
@@ -103,9 +104,9 @@ def difference_rows(stats, policies: list, run: list, options: EstimateOptions, 
 def running_job(stats, policies: list, run: list, options: EstimateOptions, baseline: str | None = None,
                 absent=()) -> tuple:
     """The running table (module doc): for each day of the window with logs, the estimators (and differences)
-    over the first day through it, as (days, chunk function, assemble, prepare): window_pool.start runs
-    ``prepare()`` (what the prefixes read from the engine, estimate_rows.prepare_windows) then the chunks, several
-    at a time (with the by-day windows, pipelines/by_day.by_day_job), ``assemble(results)`` makes the table."""
+    over the first day through it, as (window_pool.Job, assemble): window_pool.start runs the job's ``prepare()``
+    (what the prefixes read from the engine, estimate_rows.prepare_windows) then its chunks, several at a time
+    (with the by-day windows, pipelines/by_day.by_day_job), ``assemble(results)`` makes the table."""
     days = sorted(stats.dates)
     first = min([*stats.dates, *absent]) if stats.dates else None
 
@@ -124,7 +125,8 @@ def running_job(stats, policies: list, run: list, options: EstimateOptions, base
         if not frames:
             return pd.DataFrame(columns=list(RUNNING_COLUMNS))
         return pd.concat(frames, ignore_index=True)
-    return days, prefixes, done, lambda: prepare_windows(stats, run, options, "running")
+    # contiguous: a chunk's first prefix merges every day before it (the next ones add one day each)
+    return Job(days, prefixes, lambda: prepare_windows(stats, run, options, "running"), contiguous=True), done
 
 
 def _prefix_rows(prefix, d, label: str, policies: list, run: list, options: EstimateOptions, baseline, whole):

@@ -1,10 +1,12 @@
 """The --by-day windows and running/'s prefixes, several at a time: each window's estimators are pure pandas/numpy
-over the stored per-day sums (no engine, no I/O), so after the first window of each job has run in this process (it
-fills the run's shared cache, the one-statement reductions over the engine's big tables included: estimators/
-declaration.EstimateOptions.shared) the others run in forked worker processes, contiguous chunks of them, and come
-back in order. Both jobs (the by-day windows, the prefixes) start together (:func:`start`) before the window's own
-estimators run here, so those run while the workers work. The rows are the same as one at a time
-(tests/test_pipelines_window_pool.py).
+over the stored per-day sums (no engine, no I/O), so they run in forked worker processes, contiguous chunks of them,
+and come back in order. What they read from the engine (the one-statement reductions over its big tables) is put in
+the run's shared cache here first: each job's ``prepare()`` (the estimators' ``windows`` hooks,
+estimators/declaration.Estimator), or, for a job without one, its first window run here. Both jobs (the by-day
+windows, the prefixes) start together (:func:`start`) before the window's own estimators run here, so those run
+while the workers work. A :class:`Job` whose chunks cost more at their start (``contiguous``: running/'s prefixes,
+whose first merges every day before it) is cut into one chunk per worker and sent first; the others into two per
+worker, which fill in. The rows are the same as one at a time (tests/test_pipelines_window_pool.py).
 
 One at a time instead (the rows are the same; only the time differs), when the results are asked for:
 - ``SCAVENGER_WINDOW_WORKERS=1`` (or a count: the workers at most);
@@ -17,9 +19,9 @@ worker that dies (out of memory: BrokenProcessPool), or a pool that cannot start
 same for every chunk, with a warning on stderr.
 
 Measured (30 days of 20,000 slotted events, --by-day --baseline logging, 2 cores): the 30 days' and 30 prefixes'
-estimators took 5.2 s one at a time, 3.1 s with two workers per job one job after the other (each worker's chunk as
-fast as one at a time; the fork about 0.05 s); with both jobs started together while the window's own estimators
-run, and a quarter less work per window, the whole run costs 1.17-1.25x a plain evaluate (benchmarks/RESULTS.md).
+estimators took 5.2 s one at a time at first, 3.1 s with two workers per job one job after the other; with both jobs
+started together while the window's own estimators run, prepared rather than headed by a window here, and about half
+the work per window (benchmarks/RESULTS.md), the whole run costs 1.1-1.2x a plain evaluate.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import multiprocessing as mp
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from typing import Callable, NamedTuple
 
 WORKERS_ENV = "SCAVENGER_WINDOW_WORKERS"
 MIN_WINDOWS = 6           # fewer windows: one at a time (a fork and the pickled rows cost more than they save)
@@ -72,32 +75,46 @@ def chunks(items: list, n: int) -> list:
     return out
 
 
+class Job(NamedTuple):
+    """Windows to run (:func:`start`): ``run_chunk(list of items) -> list of results``; ``prepare()``: what the
+    items read from the engine, into the shared cache (None: the first item runs here and fills it); ``contiguous``:
+    a chunk's first item costs more than the next ones (running/'s prefixes merge every day before it, and their
+    confidence sequences' earlier blocks), so the job is cut into one chunk per worker, not two."""
+
+    items: list
+    run_chunk: Callable
+    prepare: Callable | None = None
+    contiguous: bool = False
+
+
 class Started:
-    """Jobs ``[(items, run_chunk[, prepare]), ...]`` under way (:func:`start`): :meth:`results` gives each job's
+    """Jobs (:class:`Job`, or (items, run_chunk)) under way (:func:`start`): :meth:`results` gives each job's
     results, in order; :meth:`close` stops what is left (an error in the parent meanwhile)."""
 
     def __init__(self, stats, jobs: list, workers: int):
         global _JOB
-        jobs = [(*job, None)[:3] for job in jobs]
-        self.jobs, self.pool = [(items, run_chunk) for items, run_chunk, _ in jobs], None
+        jobs = [Job(*job) for job in jobs]
+        self.jobs, self.pool = [(job.items, job.run_chunk) for job in jobs], None
         self.heads: list = [None] * len(self.jobs)
         self.parts: list = [[] for _ in self.jobs]      # per job: [(chunk, future or None)]
         if workers <= 1 or sum(len(items) for items, _ in self.jobs) < 2:
             return                          # one at a time, when the results are asked for
-        rest = []
-        for j, (items, run_chunk, prepare) in enumerate(jobs):
-            if prepare is not None:         # what the job's items read from the engine, into the shared cache
-                prepare()
-                self.heads[j], left = [], list(items)
+        self.parts = []
+        for j, job in enumerate(jobs):
+            if job.prepare is not None:     # what the job's items read from the engine, into the shared cache
+                job.prepare()
+                self.heads[j], left = [], list(job.items)
             else:                           # the first item fills the shared cache
-                self.heads[j], left = (run_chunk(list(items[:1])) if items else []), list(items[1:])
-            rest.append(left)
-        # twice as many chunks as workers: a worker that is done early takes the next
-        self.parts = [[(c, None) for c in chunks(left, 2 * workers) if c] for left in rest]
+                self.heads[j] = job.run_chunk(list(job.items[:1])) if job.items else []
+                left = list(job.items[1:])
+            # other jobs in twice as many chunks as workers: a worker done early takes the next
+            pieces = workers if job.contiguous else 2 * workers
+            self.parts.append([(c, None) for c in chunks(left, pieces) if c])
         _JOB = (stats, [run_chunk for _, run_chunk in self.jobs])
         try:
             self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
-            futures = {(j, i): self.pool.submit(_in_worker, j, c) for j, i, c in _largest_first(self.parts)}
+            futures = {(j, i): self.pool.submit(_in_worker, j, c)
+                       for j, i, c in _largest_first(self.parts, [job.contiguous for job in jobs])}
             self.parts = [[(c, futures[j, i]) for i, (c, _) in enumerate(parts)]
                           for j, parts in enumerate(self.parts)]
         except Exception as exc:            # noqa: BLE001 - no fork, no process: one at a time, here
@@ -137,18 +154,19 @@ class Started:
             self.pool = None
 
 
-def _largest_first(parts: list) -> list:
-    """[(job, chunk index, chunk)] of every job's chunks, the later jobs' first (running/'s prefixes: each costs
-    more than a day), then by size: the longest ones start first, so the workers end together."""
+def _largest_first(parts: list, contiguous: list) -> list:
+    """[(job, chunk index, chunk)] of every job's chunks, the contiguous jobs' first (running/'s prefixes: each
+    costs more than a day, and their chunks are longer), then by size: the longest start first, and the small
+    chunks of the other jobs fill in, so the workers end together."""
     order = [(j, i, c) for j, job in enumerate(parts) for i, (c, _) in enumerate(job)]
-    return sorted(order, key=lambda x: (-x[0], -len(x[2])))
+    return sorted(order, key=lambda x: (not contiguous[x[0]], -len(x[2])))
 
 
 def start(stats, jobs: list, workers: int) -> Started:
-    """Start ``jobs`` ([(items, run_chunk[, prepare]), ...]; ``run_chunk(list of items) -> list of results``):
-    ``prepare()`` here (what the items read from the engine, into the shared cache), or without one the job's first
-    item here (it fills that cache), then the rest of every job in contiguous chunks by ``workers`` forked
-    processes, while this process goes on; ``.results()`` waits for them (see the module doc)."""
+    """Start ``jobs`` (:class:`Job`, or (items, run_chunk)): ``prepare()`` here (what the items read from the
+    engine, into the shared cache), or without one the job's first item here (it fills that cache), then the rest
+    of every job in contiguous chunks by ``workers`` forked processes, while this process goes on; ``.results()``
+    waits for them (see the module doc)."""
     return Started(stats, jobs, workers)
 
 

@@ -101,6 +101,8 @@ def merge(name: str, frames: list, by_dt: bool = False) -> pd.DataFrame:
 def _one_row_per_key(df: pd.DataFrame, keys: list):
     """The row order that sorts ``df`` by ``keys`` when no two rows share them (statistics/fast_merge.key_codes);
     None when two do, or the keys are not for numpy to order (pandas' test then)."""
+    if len(df) < 2:
+        return np.arange(len(df))
     code = key_codes(df, keys)
     if code is None:
         return None

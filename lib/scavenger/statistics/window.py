@@ -77,8 +77,7 @@ class WindowStats:
         # the day's own K (the largest position of its clean rows), as a window of that day alone reads it: its ADC
         # vector, the direct approach's name and the slate moments are those of the day, whatever K the window has
         # or the batch it was scanned in had (Y_k = 1 at the positions beyond, which its rows do not hold)
-        K = _day_K({"log_counts": merge("log_counts", [f for f in [raw.get("log_counts")] if f is not None
-                                                         and len(f)])}, self.K) or self.K
+        K = _day_K({"log_counts": raw.get("log_counts")}, self.K) or self.K
         tables = self._lazy(lambda name: [raw.get(name)], [d], K)
         return WindowStats(tables=tables, per_day={d: raw}, dates=[d],
                            big=self.big, K=K, engine=self.engine, only_day=d, Kw=self.Kw)
