@@ -34,7 +34,7 @@ def bench(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("bench")
     cmd = [sys.executable, str(RUN), "--events", str(EVENTS), "--days", str(DAYS), "--positions", "3",
            "--slot-sizes", "3,4,5", "--engines", "duckdb", "--incremental-events-per-day", str(INC_PER_DAY),
-           "--by-day-events-per-day", str(INC_PER_DAY),
+           "--by-day-events-per-day", str(INC_PER_DAY), "--by-day-rounds", "1",
            "--gate", "report", "--workdir", str(work)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200,
                           env=fast_jvm_env({**os.environ, "SCAVENGER_PROGRESS": "0"}))
