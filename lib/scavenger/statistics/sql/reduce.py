@@ -16,13 +16,21 @@ def scavenging(actions: str, targets: str, where: str, by_dt: bool = False, pref
     ``prefixes`` (days): the sums of every prefix window of the window (its first day through each of them; dt the
     prefix's last day) in one statement, each row of a day counted in the prefixes that hold it, instead of one
     statement per prefix (evaluate --by-day's running/)."""
+    d = "dt, " if by_dt or prefixes else ""
+    totals = f"SELECT {d}policy_id, held, sum(t) AS t_s, count(1) AS n_actions FROM a GROUP BY {d}policy_id, held"
     if prefixes:
         by_dt = True
         ends = ", ".join(f"DATE '{d.isoformat()}'" for d in prefixes)
-        actions, targets = (_running_sums(t, _columns(name), where, ends)
-                            for t, name in ((actions, "slate_covered"), (targets, "slate_targets")))
+        # T_a of the slates the targets show only (the join below reads no other), T_s and the number of actions
+        # from running totals: the logs' every slate once per prefix end was most of the statement
+        k = "policy_id, held, slate_key"
+        shown = (f"(SELECT c.dt, c.policy_id, c.held, c.slate_key, c.t FROM (SELECT dt, {k}, t FROM {actions} "
+                 f"WHERE {where}) c JOIN (SELECT DISTINCT {k} FROM {targets} WHERE {where}) k ON c.policy_id = "
+                 f"k.policy_id AND c.held = k.held AND c.slate_key = k.slate_key)")
+        totals = _running_totals(actions, where, ends)
+        actions, targets = (_running_sums(shown, _columns("slate_covered"), "1 = 1", ends),
+                            _running_sums(targets, _columns("slate_targets"), where, ends))
         where = "1 = 1"
-    d = "dt, " if by_dt else ""
     on_dt = " AND g.dt = a.dt" if by_dt else ""
     s_dt = " AND g.dt = s.dt" if by_dt else ""
     gd = "g.dt, " if by_dt else ""
@@ -32,7 +40,7 @@ WITH a AS (
   SELECT {d}policy_id, held, slate_key, CAST(sum(t) AS DOUBLE) AS t FROM {actions} WHERE {where}
   GROUP BY {d}policy_id, held, slate_key
 ), s AS (
-  SELECT {d}policy_id, held, sum(t) AS t_s, count(1) AS n_actions FROM a GROUP BY {d}policy_id, held
+  {totals}
 ), g AS (
   SELECT {d}policy_id, held, slate_key, sum(n_target) AS n_target, sum(n_match) AS n_match, sum(s_r) AS s_r,
     sum(s_r2) AS s_r2
@@ -82,6 +90,28 @@ def _running_sums(table: str, cols: list, where: str, ends: str) -> str:
         WHERE upto >= first_dt) u
       GROUP BY upto, {k}) d) r
   WHERE upto IN ({ends}))"""
+
+
+def _running_totals(actions: str, where: str, ends: str) -> str:
+    """Per prefix end and (policy_id, held): t_s, the events of the days up to it (a running total of each day's
+    t), and n_actions, the slates logged by then (a running count of each slate's first day); what ``s`` sums over
+    every slate's running rows, without them."""
+    ph = "policy_id, held"
+    over = f"OVER (PARTITION BY {ph} ORDER BY upto ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    return f"""SELECT upto AS dt, {ph}, CAST(t_s AS DOUBLE) AS t_s, CAST(n_actions AS BIGINT) AS n_actions FROM (
+    SELECT upto, {ph}, sum(t) {over} AS t_s, sum(n_new) {over} AS n_actions FROM (
+      SELECT upto, {ph}, sum(t) AS t, sum(n_new) AS n_new FROM (
+        SELECT dt AS upto, {ph}, t, CAST(NULL AS BIGINT) AS n_new FROM {actions} WHERE {where}
+        UNION ALL
+        SELECT first_dt AS upto, {ph}, CAST(NULL AS BIGINT) AS t, CAST(1 AS BIGINT) AS n_new
+        FROM (SELECT {ph}, slate_key, min(dt) AS first_dt FROM {actions} WHERE {where} GROUP BY {ph}, slate_key) f
+        UNION ALL
+        SELECT upto, {ph}, CAST(NULL AS BIGINT) AS t, CAST(NULL AS BIGINT) AS n_new FROM (
+          SELECT {ph}, first_dt, explode(array({ends})) AS upto
+          FROM (SELECT {ph}, min(dt) AS first_dt FROM {actions} WHERE {where} GROUP BY {ph}) f) e
+        WHERE upto >= first_dt) u
+      GROUP BY upto, {ph}) p) r
+  WHERE upto IN ({ends})"""
 
 
 def _columns(table: str) -> list:
