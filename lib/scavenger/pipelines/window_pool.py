@@ -20,8 +20,8 @@ same for every chunk, with a warning on stderr.
 
 Measured (30 days of 20,000 slotted events, --by-day --baseline logging, 2 cores): the 30 days' and 30 prefixes'
 estimators took 5.2 s one at a time at first, 3.1 s with two workers per job one job after the other; with both jobs
-started together while the window's own estimators run, prepared rather than headed by a window here, and about half
-the work per window (benchmarks/RESULTS.md), the whole run costs 1.1-1.2x a plain evaluate.
+started together while the window's own estimators run, prepared rather than headed by a window here, and about 40%
+less work per window (benchmarks/RESULTS.md), the whole run costs 1.1-1.2x a plain evaluate.
 """
 from __future__ import annotations
 

@@ -15,12 +15,13 @@ def scavenging(actions: str, targets: str, where: str, by_dt: bool = False, pref
 
     ``prefixes`` (days): the sums of every prefix window of the window (its first day through each of them; dt the
     prefix's last day) in one statement, each row of a day counted in the prefixes that hold it, instead of one
-    statement per prefix (evaluate --by-day's running/)."""
+    statement per prefix (evaluate --by-day's running/): running sums per slate (:func:`_running_sums`), T_a of
+    the slates the targets show only, T_s and the number of actions from running totals (:func:`_running_totals`)."""
     d = "dt, " if by_dt or prefixes else ""
     totals = f"SELECT {d}policy_id, held, sum(t) AS t_s, count(1) AS n_actions FROM a GROUP BY {d}policy_id, held"
     if prefixes:
         by_dt = True
-        ends = ", ".join(f"DATE '{d.isoformat()}'" for d in prefixes)
+        ends = ", ".join(f"DATE '{day.isoformat()}'" for day in prefixes)
         # T_a of the slates the targets show only (the join below reads no other), T_s and the number of actions
         # from running totals: the logs' every slate once per prefix end was most of the statement
         k = "policy_id, held, slate_key"
