@@ -50,30 +50,42 @@ def _window_sums(stats, options) -> pd.DataFrame:
     of one per day and one per prefix)."""
     whole = options.window_stats
     if whole is None or (options.day is None and options.upto is None):
-        prefixes = options.shared_value("scavenging_sums_by_prefix") if stats.dates else None
+        prefixes = options.shared_value(_BY_PREFIX) if stats.dates else None
         if prefixes is not None and len(prefixes):     # --by-day ran it (_windows): the last prefix is the window
-            last = prefixes[prefixes["dt"] == max(stats.dates)]
-            return last.drop(columns=["dt"]).reset_index(drop=True)
+            return _on(prefixes, max(stats.dates))
         return scavenging_sums(stats)
     if options.upto is not None:
-        last = options.upto
-        by_dt = options.shared("scavenging_sums_by_prefix",
-                               lambda: scavenging_sums(whole, prefixes=sorted(whole.dates)))
-    else:
-        last = options.day
-        by_dt = options.shared("scavenging_sums_by_dt", lambda: scavenging_sums(whole, by_dt=True))
-    if not len(by_dt):
-        return by_dt
-    return by_dt[by_dt["dt"] == last].drop(columns=["dt"]).reset_index(drop=True)
+        return _on(_sums_by_prefix(whole, options), options.upto)
+    return _on(_sums_by_dt(whole, options), options.day)
+
+
+_BY_PREFIX = "scavenging_sums_by_prefix"
+
+
+def _sums_by_prefix(whole, options) -> pd.DataFrame:
+    """Every prefix window's sums (dt: its last day), one statement a run."""
+    return options.shared(_BY_PREFIX, lambda: scavenging_sums(whole, prefixes=sorted(whole.dates)))
+
+
+def _sums_by_dt(whole, options) -> pd.DataFrame:
+    """Every day's sums, one statement a run."""
+    return options.shared("scavenging_sums_by_dt", lambda: scavenging_sums(whole, by_dt=True))
+
+
+def _on(sums: pd.DataFrame, day) -> pd.DataFrame:
+    """The rows of ``sums`` (by dt) of ``day``, without dt."""
+    if not len(sums):
+        return sums
+    return sums[sums["dt"] == day].drop(columns=["dt"]).reset_index(drop=True)
 
 
 def _windows(stats, options, kind: str) -> None:
     """Before --by-day's windows (``kind`` "by_day") or running/'s prefixes ("running") run in workers without the
     engine: the one reduction of the big tables they read (:func:`_window_sums`), into the run's shared cache."""
     if kind == "running":
-        options.shared("scavenging_sums_by_prefix", lambda: scavenging_sums(stats, prefixes=sorted(stats.dates)))
+        _sums_by_prefix(stats, options)
     elif kind == "by_day":
-        options.shared("scavenging_sums_by_dt", lambda: scavenging_sums(stats, by_dt=True))
+        _sums_by_dt(stats, options)
 
 
 def _direct(stats, options) -> dict:

@@ -93,11 +93,11 @@ class Started:
 
     def __init__(self, stats, jobs: list, workers: int):
         global _JOB
-        jobs = [Job(*job) for job in jobs]
-        self.jobs, self.pool = [(job.items, job.run_chunk) for job in jobs], None
+        jobs = self.jobs = [Job(*job) for job in jobs]
+        self.pool = None
         self.heads: list = [None] * len(self.jobs)
         self.parts: list = [[] for _ in self.jobs]      # per job: [(chunk, future or None)]
-        if workers <= 1 or sum(len(items) for items, _ in self.jobs) < 2:
+        if workers <= 1 or sum(len(job.items) for job in jobs) < 2:
             return                          # one at a time, when the results are asked for
         self.parts = []
         for j, job in enumerate(jobs):
@@ -110,7 +110,7 @@ class Started:
             # other jobs in twice as many chunks as workers: a worker done early takes the next
             pieces = workers if job.contiguous else 2 * workers
             self.parts.append([(c, None) for c in chunks(left, pieces) if c])
-        _JOB = (stats, [run_chunk for _, run_chunk in self.jobs])
+        _JOB = (stats, [job.run_chunk for job in jobs])
         try:
             self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
             futures = {(j, i): self.pool.submit(_in_worker, j, c)
@@ -128,7 +128,7 @@ class Started:
         """Each job's results, in order (a chunk a worker did not give back: run here)."""
         out, warned = [], False
         try:
-            for j, (items, run_chunk) in enumerate(self.jobs):
+            for j, (items, run_chunk, *_) in enumerate(self.jobs):
                 if self.heads[j] is None:
                     out.append(run_chunk(list(items)) if items else [])
                     continue
