@@ -20,6 +20,7 @@ def statements():
     """Every statement of the one pass for K = 1..4, both duplicate modes, with and without optional parts."""
     from scavenger.statistics import reorder
     from scavenger.statistics.sql import decision_tables as DT
+    from scavenger.statistics.sql import slate_tables as ST
     from scavenger.statistics.sql import decisions as D
     from scavenger.statistics.sql import logs as L
     from scavenger.statistics.sql import reduce as RD
@@ -44,8 +45,8 @@ def statements():
                     (f"decision_counts Kw={Kw}", D.decision_counts(Kw)),
                     (f"policy_groups K={K} Kw={Kw}", DT.policy_groups(K, Kw)), (f"factored Kw={Kw}", DT.factored(Kw)),
                     (f"policy_extras Kw={Kw}", DT.policy_extras(Kw)), (f"pair_cells Kw={Kw}", T.pair_cells(Kw)),
-                    (f"slate_targets Kw={Kw}", DT.slate_targets(Kw)),
-                    (f"slate_covered Kw={Kw}", DT.slate_covered(Kw)),
+                    (f"slate_targets Kw={Kw}", ST.slate_targets(Kw)),
+                    (f"slate_covered Kw={Kw}", ST.slate_covered(Kw)),
                     (f"target_placements Kw={Kw}", DT.target_placements(Kw)),
                     (f"policy_ads Kw={Kw}", DT.policy_ads(Kw)), (f"reorder_pairs Kw={Kw}", DT.reorder_pairs(Kw))]
     out += [("ad_position", T.ad_position(3)), ("ad_position boot", T.ad_position(3, 3, 1, "stratum")),

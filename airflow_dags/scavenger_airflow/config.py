@@ -17,8 +17,13 @@ import copy
 import datetime as _dt
 import json
 import os
-import re
 from pathlib import Path
+
+from .config_values import (  # noqa: F401 (read as config.<name> by the DAGs, plans and tests)
+    ENGINES, ADC_SOURCES, ADC_METHODS, REPORT_MODES, STATS_COMMANDS, PRIOR_MEAN_RANGE, MAX_WINDOW_DAYS, _PATH,
+    SOURCE_PATTERN, LOCATION_PATTERN, NAME_PATTERN, ESTIMATOR_PATTERN, DATE_PATTERN, SPARK_KEY_PATTERN,
+    SPARK_VALUE_PATTERN, ConfigError, check_pattern, check_source, check_location, check_date, check_prior_mean,
+    check_enum, check_adc_source)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,27 +51,6 @@ def __getattr__(name: str):
         return tuple(_registry().names())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-ENGINES = ("spark", "duckdb")
-# estimate: ADCs from the evaluated window's own logs; daily: the table of scavenger_daily's `adc` task for the
-# window's last day ({root}/adc/dt=<to>/adc)
-ADC_SOURCES = ("estimate", "daily")
-ADC_METHODS = ("naive", "uniform", "heuristic", "variance_optimal")
-REPORT_MODES = ("required", "if_available", "off")
-STATS_COMMANDS = ("auto", "stats", "evaluate")
-PRIOR_MEAN_RANGE = (0.0, 1000.0)
-MAX_WINDOW_DAYS = 366
-
-_TABLE = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){1,2}"   # qualified: db.t or cat.db.t
-_PATH = r"/[A-Za-z0-9_./=:+@%,-]*"
-_URI = r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9_./=:+@%,-]+"
-# JSON-schema friendly (no lookarounds): an absolute path, a URI, or a catalog table name.
-SOURCE_PATTERN = rf"^(?:{_PATH}|{_URI}|{_TABLE})$"
-LOCATION_PATTERN = rf"^(?:{_PATH}|{_URI})$"
-NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
-ESTIMATOR_PATTERN = r"^[a-z0-9_+]{1,64}$"   # an estimator's name or alias (pi++); the registry checks it at run time
-DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-SPARK_KEY_PATTERN = r"^spark\.[A-Za-z0-9_.-]+$"
-SPARK_VALUE_PATTERN = r"^[A-Za-z0-9_./=:+@%,\[\]* -]{0,512}$"
 
 DEFAULTS: dict = {
     # where every task writes: {root}/<job>/dt=<ds>/ (a re-run replaces exactly that directory)
@@ -108,36 +92,6 @@ DEFAULTS: dict = {
 KEYS = frozenset(DEFAULTS)
 
 
-class ConfigError(ValueError):
-    """A setting or a param that fails validation; the message names the key and what is allowed."""
-
-
-def check_pattern(pattern: str, value, what: str) -> str:
-    if not isinstance(value, str) or not re.fullmatch(pattern, value) or "/../" in value + "/" \
-            or value.startswith("-"):
-        raise ConfigError(f"{what}: {value!r} is not allowed (expected a value matching {pattern})")
-    return value
-
-
-def check_source(value, what: str) -> str:
-    """A logs/decisions source: an absolute path, a URI, or a qualified catalog table name [catalog.]db.table."""
-    return check_pattern(SOURCE_PATTERN, value, what)
-
-
-def check_location(value, what: str) -> str:
-    """An output location: an absolute path or a URI (never a table)."""
-    return check_pattern(LOCATION_PATTERN, value, what)
-
-
-def check_date(value, what: str) -> str:
-    check_pattern(DATE_PATTERN, value, what)
-    try:
-        _dt.date.fromisoformat(value)
-    except ValueError:
-        raise ConfigError(f"{what}: {value!r} is not a calendar date YYYY-MM-DD") from None
-    return value
-
-
 def check_estimators(values, what: str = "estimators") -> list[str]:
     if not isinstance(values, (list, tuple)):
         raise ConfigError(f"{what}: expected a list of estimator names, got {values!r}")
@@ -161,30 +115,6 @@ def check_baseline(value, policy_lists=(), what: str = "baseline"):
             raise ConfigError(f"{what}: {value!r} is not among {where} ({', '.join(policies)}), so its decisions "
                               f"are not read; add it there, or give 'logging' for what the logs earned")
     return value
-
-
-def check_prior_mean(value, what: str = "prior_mean"):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{what}: expected a number or null, got {value!r}")
-    lo, hi = PRIOR_MEAN_RANGE
-    if not (lo <= float(value) <= hi):
-        raise ConfigError(f"{what}: {value} is outside [{lo}, {hi}]")
-    return float(value)
-
-
-def check_enum(value, allowed, what: str):
-    """None or one of ``allowed``."""
-    if value is None:
-        return None
-    if value not in allowed:
-        raise ConfigError(f"{what}: {value!r} is not one of {list(allowed)}")
-    return value
-
-
-def check_adc_source(value, what: str = "adc_source"):
-    return check_enum(value, ADC_SOURCES, what)
 
 
 def validate_config(cfg: dict) -> dict:

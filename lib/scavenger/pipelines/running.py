@@ -62,10 +62,10 @@ def check_baseline_name(baseline: str | None, policies=None, decisions=None) -> 
                          f"are not read; add it to --policies, or give 'logging'")
     if decisions is None:
         return
-    from ..io.column_values import column_values
+    from ..io.column_values import column_holds, column_values
 
-    have = column_values(decisions, "policy_id")
-    if have is not None and baseline not in have:
+    if column_holds(decisions, "policy_id", baseline) is False:      # then every policy read, for the message
+        have = column_values(decisions, "policy_id")
         raise UsageError(_not_a_policy(baseline, sorted(str(p) for p in have if p is not None)))
 
 

@@ -35,6 +35,7 @@ from .sql import log_tables as T
 from .sql import pairs_tables as PT
 from .sql import logs as L
 from .sql import ranking_tables as RT
+from .sql import slate_tables as ST
 from ..estimators import ranking_sums as RS
 from .moment_columns import align_moments
 from .tables import TABLES, partial_against_window, split_factored, split_policy_groups
@@ -206,9 +207,9 @@ declare(
           slot_rewards=True, sql=lambda s: DT.reorder_pairs(s.Kw)),
     Table("slate_targets", "decision", ("policy_id", "held", "slate_key"), big=True,
           columns=("dt", "policy_id", "held", "slate_key", "n_target", "n_match", "s_r", "s_r2"),
-          sql=lambda s: DT.slate_targets(s.Kw)),
+          sql=lambda s: ST.slate_targets(s.Kw)),
     Table("slate_covered", "decision", ("policy_id", "held", "slate_key"), big=True,
-          columns=("dt", "policy_id", "held", "slate_key", "t"), sql=lambda s: DT.slate_covered(s.Kw)),
+          columns=("dt", "policy_id", "held", "slate_key", "t"), sql=lambda s: ST.slate_covered(s.Kw)),
     # the pass's event ids, which the next days' duplicate check reads (statistics/copies.py)
     Table("event_ids", "log", ("id_hash",), big=True, columns=("dt", "id_hash"), sql=lambda s: L.event_ids(),
           always=True, step="pass"),

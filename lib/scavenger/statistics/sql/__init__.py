@@ -16,5 +16,6 @@ for; the SQL text itself is here and nowhere else. Relations they read and write
     scv_dup_dec_hashes  hashes of decision keys that repeat                    (materialized, small)
     scv_dup_dec   decision keys read more than once                            (materialized, small)
     scv_joined    decisions joined once to scv_flat, flags, Y_k                (materialized, decisions.py)
-    tables        one aggregation each over scv_flat or scv_joined             (tables.py, decision_tables.py)
+    tables        one aggregation each over scv_flat or scv_joined             (tables.py, decision_tables.py,
+                                                                                 slate_tables.py)
 """
