@@ -70,11 +70,12 @@ def _policy_events(stats, policy_id: str, column: str) -> int:
         if not len(pe):
             return {}
         at, ids = pd.factorize(pe["policy_id"])             # -1: a null policy id, left out as by a group-by
+        keep = at >= 0
         numeric = [c for c in pe.columns if c != "policy_id" and pd.api.types.is_numeric_dtype(pe[c])]
         out = {}
         for c in numeric:
-            v = pe[c].to_numpy(float)
-            total = np.bincount(at[at >= 0], weights=np.where(np.isnan(v), 0.0, v)[at >= 0], minlength=len(ids))
+            v = pe[c].to_numpy(float)[keep]
+            total = np.bincount(at[keep], weights=np.where(np.isnan(v), 0.0, v), minlength=len(ids))
             out[c] = dict(zip(ids, total.tolist()))
         return out
 

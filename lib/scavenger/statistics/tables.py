@@ -107,7 +107,7 @@ def _one_row_per_key(df: pd.DataFrame, keys: list):
     if code is None:
         return None
     order = np.argsort(code, kind="stable")
-    return order if len(code) < 2 or (np.diff(code[order]) > 0).all() else None
+    return order if (np.diff(code[order]) > 0).all() else None
 
 
 def partial_against_window(frames: list) -> list:
